@@ -1,0 +1,189 @@
+# Bootstrap of an rlm-sandbox interpreter. It runs once, right after
+# Py_InitializeEx, and installs the module _rlm through which the Go host
+# runs code, reads and sets globals. Requests and replies are marshal data
+# exchanged over the device /dev/rlm (a Go buffer).
+def _rlm_boot():
+    import sys, os, marshal, builtins, time
+
+    mod = type(sys)("_rlm")
+    sys.modules["_rlm"] = mod
+    ch = os.open("/dev/rlm", os.O_RDWR)
+    main = sys.modules["__main__"]
+    g = main.__dict__
+    sources = {}
+    state = {"cell": 0}
+
+    def recv():
+        parts = []
+        while True:
+            b = os.read(ch, 1 << 20)
+            if not b:
+                break
+            parts.append(b)
+        return marshal.loads(b"".join(parts))
+
+    def send(obj):
+        data = memoryview(marshal.dumps(obj))
+        while data:
+            data = data[os.write(ch, data):]
+
+    def flush():
+        for f in (sys.stdout, sys.stderr):
+            try:
+                f.flush()
+            except BaseException:
+                pass
+
+    def message(e):
+        try:
+            return str(e)
+        except BaseException:
+            return "<exception str() failed>"
+
+    def tb_text(e):
+        import linecache, traceback
+        for name, src in sources.items():
+            linecache.cache[name] = (len(src), None, src.splitlines(True), name)
+        tb = e.__traceback__
+        while tb is not None and tb.tb_frame.f_code in (run.__code__, execute.__code__):
+            tb = tb.tb_next
+        try:
+            return "".join(traceback.format_exception(type(e), e, tb))
+        except BaseException:
+            return "%s: %s\n" % (type(e).__name__, message(e))
+
+    def execute(src):
+        state["cell"] += 1
+        name = "<cell-%d>" % state["cell"]
+        sources[name] = src
+        try:
+            code = compile(src, name, "exec", dont_inherit=True)
+            exec(code, g)
+        except BaseException as e:
+            flush()
+            return (1, type(e).__name__, message(e), tb_text(e))
+        flush()
+        return (0,)
+
+    def plain(v, depth, seen):
+        t = type(v)
+        if v is None or t is bool or t is int or t is float or t is str or t is bytes or t is complex:
+            return v
+        if isinstance(v, bool):
+            return bool(v)
+        if depth > 200:
+            return repr(v)
+        if isinstance(v, (list, tuple, dict, set, frozenset)):
+            i = id(v)
+            if i in seen:
+                return repr(v)
+            seen.add(i)
+            try:
+                if isinstance(v, dict):
+                    return {plain(k, depth + 1, seen): plain(x, depth + 1, seen) for k, x in v.items()}
+                items = [plain(x, depth + 1, seen) for x in v]
+                if isinstance(v, (set, frozenset)):
+                    try:
+                        return frozenset(items)
+                    except TypeError:
+                        return items
+                if isinstance(v, tuple):
+                    return tuple(items)
+                return items
+            finally:
+                seen.discard(i)
+        if isinstance(v, int):
+            return int(v)
+        if isinstance(v, float):
+            return float(v)
+        if isinstance(v, str):
+            return str.__add__("", v)
+        if isinstance(v, (bytearray, memoryview)):
+            return bytes(v)
+        if isinstance(v, bytes):
+            return bytes(v)
+        try:
+            return repr(v)
+        except BaseException as e:
+            return "<%s object; repr() raised %s>" % (t.__name__, type(e).__name__)
+
+    def get(name):
+        if name not in g:
+            return (0,)
+        v = plain(g[name], 0, set())
+        try:
+            marshal.dumps(v)
+        except ValueError:
+            v = repr(g[name])
+        return (1, v)
+
+    def run():
+        req = recv()
+        op = req[0]
+        if op == "exec":
+            r = execute(req[1])
+        elif op == "get":
+            r = get(req[1])
+        elif op == "set":
+            g[req[1]] = req[2]
+            r = (0,)
+        elif op == "del":
+            r = (1 if g.pop(req[1], mod) is not mod else 0,)
+        else:
+            r = (2, "unknown request %r" % (op,))
+        send(r)
+
+    mod.run = run
+
+    # time.sleep busy-waits in Emscripten's libc: route it through poll(),
+    # which the host implements as a real sleep that an interrupt cuts short.
+    import select
+    _poll = select.poll
+    _sleep = time.sleep
+    _monotonic = time.monotonic
+
+    def sleep(secs):
+        if not isinstance(secs, (int, float)):
+            return _sleep(secs)  # let the original raise its TypeError
+        if secs != secs or secs < 0:
+            return _sleep(secs)
+        deadline = _monotonic() + secs
+        p = _poll()
+        while True:
+            left = deadline - _monotonic()
+            if left <= 0:
+                return None
+            p.poll(min(left * 1000.0, 2147483647.0))
+
+    sleep.__doc__ = _sleep.__doc__
+    sleep.__name__ = "sleep"
+    sleep.__qualname__ = "sleep"
+    sleep.__module__ = "time"
+    time.sleep = sleep
+
+    # Imports the sandbox cannot satisfy fail with a message that says why.
+    unsupported = {
+        "js": "there is no JavaScript engine in the rlm-sandbox",
+        "pyodide_js": "there is no JavaScript engine in the rlm-sandbox",
+        "_pyodide_core": "there is no JavaScript engine in the rlm-sandbox",
+        "pyodide": "the pyodide package needs a JavaScript engine, which the rlm-sandbox does not have",
+        "_ctypes": "ctypes (calling C through libffi and dlopen) is not supported in the rlm-sandbox",
+        "micropip": "installing packages is not supported in the rlm-sandbox (no network)",
+    }
+
+    class Refuse:
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            root = name.partition(".")[0]
+            if root in unsupported:
+                raise ImportError("cannot import %s: %s" % (name, unsupported[root]), name=name)
+            return None
+
+    sys.meta_path.insert(0, Refuse)
+
+    # The host's output streams are not terminals.
+    os.environ.pop("PYTHONSTARTUP", None)
+
+
+_rlm_boot()
+del _rlm_boot

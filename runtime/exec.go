@@ -1,0 +1,175 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/pymarshal"
+)
+
+// PythonError is an exception raised by Python code.
+type PythonError struct {
+	Type      string // exception class name, e.g. "ZeroDivisionError"
+	Message   string // str(exception)
+	Traceback string // formatted traceback, no ANSI colour codes
+}
+
+func (e *PythonError) Error() string {
+	if e.Message == "" {
+		return e.Type
+	}
+	return e.Type + ": " + e.Message
+}
+
+// Output receives what Python writes to stdout and stderr, as it is written.
+// Nil writers discard.
+type Output struct {
+	Stdout, Stderr io.Writer
+}
+
+// Result is what an Exec returns.
+type Result struct {
+	// Error is the exception the code raised, or nil.
+	Error *PythonError
+	// Duration is the wall time of the execution.
+	Duration time.Duration
+}
+
+// Value types that Get returns and Set accepts, besides nil, bool, int64,
+// *big.Int (ints that do not fit int64), float64, complex128, string,
+// []byte, []any (lists and tuples), map[string]any (dicts with str keys).
+type (
+	// Set is a Python set or frozenset.
+	Set = pymarshal.Set
+	// Tuple makes Set write a tuple rather than a list.
+	Tuple = pymarshal.Tuple
+	// Dict is a dict with some non-str keys, in order.
+	Dict = pymarshal.Dict
+	// Item is a key/value pair of a Dict.
+	Item = pymarshal.Item
+)
+
+// Exec runs code in the interpreter's persistent __main__ namespace, writing
+// its output to out as it is produced. An exception in the code is reported
+// in Result.Error, not as an error; errors are for the interpreter itself
+// (closed, dead) and for bad arguments. When ctx is done while code runs,
+// KeyboardInterrupt is raised in it.
+func (in *Interpreter) Exec(ctx context.Context, code string, out Output) (*Result, error) {
+	req, err := pymarshal.Encode(pymarshal.Tuple{"exec", code})
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	reply, err := in.request(ctx, req, out)
+	d := time.Since(start)
+	if err != nil {
+		return nil, err
+	}
+	in.execs.Add(1)
+	t, ok := reply.([]any)
+	if !ok || len(t) == 0 {
+		return nil, fmt.Errorf("runtime: malformed reply %v", reply)
+	}
+	res := &Result{Duration: d}
+	if code, _ := t[0].(int64); code == 1 && len(t) == 4 {
+		pe := &PythonError{}
+		pe.Type, _ = t[1].(string)
+		pe.Message, _ = t[2].(string)
+		pe.Traceback, _ = t[3].(string)
+		res.Error = pe
+	}
+	return res, nil
+}
+
+// Get returns the value of the global name of __main__, converted to Go
+// (see the Value types); objects of other types come back as their repr()
+// string. found is false when there is no such global.
+func (in *Interpreter) Get(ctx context.Context, name string) (v any, found bool, err error) {
+	req, err := pymarshal.Encode(pymarshal.Tuple{"get", name})
+	if err != nil {
+		return nil, false, err
+	}
+	reply, err := in.request(ctx, req, Output{})
+	if err != nil {
+		return nil, false, err
+	}
+	t, ok := reply.([]any)
+	if !ok || len(t) == 0 {
+		return nil, false, fmt.Errorf("runtime: malformed reply %v", reply)
+	}
+	if t[0] == int64(0) {
+		return nil, false, nil
+	}
+	if len(t) != 2 {
+		return nil, false, fmt.Errorf("runtime: malformed reply %v", reply)
+	}
+	return t[1], true, nil
+}
+
+// Set binds the global name of __main__ to v converted to Python.
+func (in *Interpreter) Set(ctx context.Context, name string, v any) error {
+	req, err := pymarshal.Encode(pymarshal.Tuple{"set", name, v})
+	if err != nil {
+		return err
+	}
+	_, err = in.request(ctx, req, Output{})
+	return err
+}
+
+// ErrInterrupted is returned when a request was interrupted before the
+// guest could answer (the interrupt arrived outside user code).
+var ErrInterrupted = errors.New("runtime: interrupted")
+
+func (in *Interpreter) request(ctx context.Context, req []byte, out Output) (any, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.closed.Load() {
+		return nil, ErrClosed
+	}
+	if in.deadErr != nil {
+		return nil, in.deadErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { in.intr.Swap(SIGINT) })
+	in.host.SetOutput(out.Stdout, out.Stderr)
+	in.channel.reset(req)
+	_, err := in.call(ctx, in.fns.runSimple, uint64(in.runPtr))
+	interrupted := !stop()
+	in.host.SetOutput(nil, nil)
+	if in.closed.Load() {
+		return nil, ErrClosed
+	}
+	if err != nil {
+		return nil, err
+	}
+	if interrupted || in.intr.Load() != 0 {
+		in.drainSignals()
+	}
+	if len(in.channel.resp) == 0 {
+		// The request did not complete: an interrupt hit the bootstrap code
+		// around the user's code, and PyRun_SimpleString printed it.
+		if interrupted {
+			return nil, fmt.Errorf("%w: %w", ErrInterrupted, context.Cause(ctx))
+		}
+		return nil, ErrInterrupted
+	}
+	v, err := pymarshal.Decode(in.channel.resp)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: decode reply: %w", err)
+	}
+	return v, nil
+}
+
+// drainSignals drops an interrupt that arrived too late to be delivered, so
+// that it does not hit the next request.
+func (in *Interpreter) drainSignals() {
+	in.intr.Swap(0)
+	if res, err := in.call(in.killCtx, in.fns.checkSignals); err == nil && int32(res[0]) != 0 && in.fns.errClear != nil {
+		_, _ = in.call(in.killCtx, in.fns.errClear)
+	}
+}

@@ -1,0 +1,114 @@
+package emscripten
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"time"
+
+	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/vfs"
+	"github.com/tetratelabs/wazero/api"
+)
+
+// Interrupt is where the interpreter's pending signal number is kept; see the
+// runtime package's InterruptSource.
+type Interrupt interface {
+	// Swap stores v and returns the previous value, atomically.
+	Swap(v int32) int32
+	// Load returns the current value.
+	Load() int32
+}
+
+// Config is what a Host is built from.
+type Config struct {
+	FS        *vfs.FS
+	Env       []string // KEY=VALUE pairs the guest sees
+	Args0     string   // program name
+	Interrupt Interrupt
+	// MaxMemory caps the guest's linear memory in bytes (0: the 4 GiB wasm32 limit).
+	MaxMemory uint64
+	// Now returns wall-clock time; nil means time.Now.
+	Now func() time.Time
+	// Rand fills p with random bytes; nil means crypto/rand.
+	Rand func(p []byte)
+	// Log receives diagnostics the guest writes through emscripten_log.
+	Log io.Writer
+}
+
+// Host is the per-interpreter state behind the imports.
+type Host struct {
+	cfg   Config
+	fs    *vfs.FS
+	fds   *fdTable
+	cwd   string
+	umask uint32
+	start time.Time
+	net   *network
+
+	stdout, stderr atomic.Pointer[io.Writer]
+
+	// Trampoline support, filled in by the runtime after instantiation.
+	arityCache uint32 // guest address of the arity byte cache
+	arityLen   uint32 // entries in the cache
+
+	// tableFunc resolves a table index to its arity; set by the runtime.
+	Arity func(ctx context.Context, mod api.Module, index uint32) int
+}
+
+// New builds a Host.
+func New(cfg Config) (*Host, error) {
+	if cfg.FS == nil {
+		return nil, errors.New("emscripten: Config.FS is required")
+	}
+	if cfg.Interrupt == nil {
+		return nil, errors.New("emscripten: Config.Interrupt is required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = cryptoRand
+	}
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	if cfg.Args0 == "" {
+		cfg.Args0 = "python"
+	}
+	h := &Host{cfg: cfg, fs: cfg.FS, cwd: "/", umask: 0o022, start: time.Now()}
+	h.fds = newFDTable()
+	h.net = newNetwork()
+	h.SetOutput(io.Discard, io.Discard)
+	if err := h.installStdio(); err != nil {
+		return nil, fmt.Errorf("emscripten: stdio: %w", err)
+	}
+	return h, nil
+}
+
+// SetOutput routes the guest's fd 1 and fd 2.
+func (h *Host) SetOutput(stdout, stderr io.Writer) {
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	h.stdout.Store(&stdout)
+	h.stderr.Store(&stderr)
+}
+
+// SetCwd sets the guest's working directory.
+func (h *Host) SetCwd(dir string) { h.cwd = dir }
+
+// SetArityCache tells the trampoline import where its byte cache lives.
+func (h *Host) SetArityCache(addr, n uint32) { h.arityCache, h.arityLen = addr, n }
+
+// FS returns the guest's file system.
+func (h *Host) FS() *vfs.FS { return h.fs }
+
+// Close releases descriptors and sockets.
+func (h *Host) Close() {
+	h.fds.closeAll()
+}

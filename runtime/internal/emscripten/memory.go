@@ -1,0 +1,214 @@
+package emscripten
+
+import (
+	"context"
+	"encoding/binary"
+	"math"
+
+	"github.com/tetratelabs/wazero/api"
+)
+
+// A guest pointer outside linear memory is a bug in the guest or a hostile
+// program; the accessors report it as EFAULT instead of panicking.
+
+type mem struct {
+	m   api.Memory
+	buf []byte
+}
+
+func memOf(mod api.Module) mem {
+	m := mod.Memory()
+	b, _ := m.Read(0, m.Size())
+	return mem{m: m, buf: b}
+}
+
+func (m mem) ok(p, n uint32) bool { return uint64(p)+uint64(n) <= uint64(len(m.buf)) }
+
+func (m mem) bytes(p, n uint32) ([]byte, bool) {
+	if !m.ok(p, n) {
+		return nil, false
+	}
+	return m.buf[p : p+n : p+n], true
+}
+
+func (m mem) u8(p uint32) uint8 {
+	if !m.ok(p, 1) {
+		return 0
+	}
+	return m.buf[p]
+}
+
+func (m mem) u16(p uint32) uint16 {
+	if !m.ok(p, 2) {
+		return 0
+	}
+	return binary.LittleEndian.Uint16(m.buf[p:])
+}
+
+func (m mem) u32(p uint32) uint32 {
+	if !m.ok(p, 4) {
+		return 0
+	}
+	return binary.LittleEndian.Uint32(m.buf[p:])
+}
+
+func (m mem) u64(p uint32) uint64 {
+	if !m.ok(p, 8) {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(m.buf[p:])
+}
+
+func (m mem) put8(p uint32, v uint8) bool {
+	if !m.ok(p, 1) {
+		return false
+	}
+	m.buf[p] = v
+	return true
+}
+
+func (m mem) put16(p uint32, v uint16) bool {
+	if !m.ok(p, 2) {
+		return false
+	}
+	binary.LittleEndian.PutUint16(m.buf[p:], v)
+	return true
+}
+
+func (m mem) put32(p uint32, v uint32) bool {
+	if !m.ok(p, 4) {
+		return false
+	}
+	binary.LittleEndian.PutUint32(m.buf[p:], v)
+	return true
+}
+
+func (m mem) put64(p uint32, v uint64) bool {
+	if !m.ok(p, 8) {
+		return false
+	}
+	binary.LittleEndian.PutUint64(m.buf[p:], v)
+	return true
+}
+
+// cstring reads a NUL-terminated string of at most max bytes.
+func (m mem) cstring(p uint32, max int) (string, bool) {
+	if p == 0 || !m.ok(p, 1) {
+		return "", false
+	}
+	end := len(m.buf)
+	if int(p)+max < end {
+		end = int(p) + max
+	}
+	for i := int(p); i < end; i++ {
+		if m.buf[i] == 0 {
+			return string(m.buf[p:i]), true
+		}
+	}
+	return "", false
+}
+
+// putCString writes s NUL-terminated into at most size bytes, truncating; it
+// returns the bytes written excluding the NUL.
+func (m mem) putCString(p uint32, s string, size uint32) uint32 {
+	if size == 0 || !m.ok(p, size) {
+		return 0
+	}
+	n := uint32(len(s))
+	if n > size-1 {
+		n = size - 1
+	}
+	copy(m.buf[p:], s[:n])
+	m.buf[p+n] = 0
+	return n
+}
+
+// iovecs returns the buffers of a wasi iovec array.
+func (m mem) iovecs(iov, n uint32) ([][]byte, bool) {
+	if n > 1024 {
+		return nil, false
+	}
+	out := make([][]byte, 0, n)
+	for i := uint32(0); i < n; i++ {
+		p, l := m.u32(iov+8*i), m.u32(iov+8*i+4)
+		if !m.ok(iov+8*i, 8) {
+			return nil, false
+		}
+		b, ok := m.bytes(p, l)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, b)
+	}
+	return out, true
+}
+
+// Stack helpers for api.GoModuleFunc implementations.
+
+func i32(v uint64) int32   { return int32(uint32(v)) }
+func u32(v uint64) uint32  { return uint32(v) }
+func ret32(v int32) uint64 { return uint64(uint32(v)) }
+func f64(v float64) uint64 { return math.Float64bits(v) }
+
+// heap growth ---------------------------------------------------------------
+
+const wasmPage = 65536
+
+func (h *Host) maxMemory() uint64 {
+	max := uint64(4294901760) // what the glue's getHeapMax returns
+	if h.cfg.MaxMemory != 0 && h.cfg.MaxMemory < max {
+		max = h.cfg.MaxMemory
+	}
+	return max
+}
+
+// emscripten_resize_heap(requestedSize) -> bool: grows linear memory the way
+// the glue does (over-allocating by up to 20%), refusing past the ceiling so
+// malloc returns NULL and Python raises MemoryError.
+func (h *Host) resizeHeap(_ context.Context, mod api.Module, stack []uint64) {
+	req := uint64(u32(stack[0]))
+	m := mod.Memory()
+	old := uint64(m.Size())
+	max := h.maxMemory()
+	if req > max {
+		stack[0] = 0
+		return
+	}
+	for cut := uint64(1); cut <= 4; cut *= 2 {
+		over := old + old/(5*cut)
+		if over > req+96<<20 {
+			over = req + 96<<20
+		}
+		size := req
+		if over > size {
+			size = over
+		}
+		size = (size + wasmPage - 1) / wasmPage * wasmPage
+		if size > max {
+			size = max / wasmPage * wasmPage
+		}
+		if size <= old {
+			stack[0] = 1
+			return
+		}
+		if _, ok := m.Grow(uint32((size - old) / wasmPage)); ok {
+			stack[0] = 1
+			return
+		}
+	}
+	stack[0] = 0
+}
+
+func (h *Host) getHeapMax(_ context.Context, _ api.Module, stack []uint64) {
+	stack[0] = uint64(uint32(h.maxMemory()))
+}
+
+// _mmap_js(len, prot, flags, fd, offset, allocatedPtr, addrPtr): file-backed
+// mmap is not offered; musl falls back to malloc for anonymous maps without
+// calling this.
+func (h *Host) mmapJS(_ context.Context, _ api.Module, stack []uint64) {
+	stack[0] = ret32(-int32(ENODEV))
+}
+
+func (h *Host) munmapJS(_ context.Context, _ api.Module, stack []uint64) { stack[0] = 0 }
+func (h *Host) msyncJS(_ context.Context, _ api.Module, stack []uint64)  { stack[0] = 0 }

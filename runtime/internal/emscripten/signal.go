@@ -1,0 +1,28 @@
+package emscripten
+
+import (
+	"context"
+
+	"github.com/tetratelabs/wazero/api"
+)
+
+// _Py_CheckEmscriptenSignals_Helper() is called by CPython about every 50
+// bytecodes. It returns the pending signal number and clears it in one atomic
+// swap: a load followed by a store could lose a signal stored in between.
+func (h *Host) checkSignals(_ context.Context, _ api.Module, stack []uint64) {
+	if h.cfg.Interrupt.Load() == 0 {
+		stack[0] = 0
+		return
+	}
+	stack[0] = ret32(h.cfg.Interrupt.Swap(0))
+}
+
+// _setitimer_js(which, timeoutMillis): timers that deliver SIGALRM would need
+// the host to call back into the guest; they are refused.
+func (h *Host) setitimer(_ context.Context, _ api.Module, stack []uint64) {
+	if stack[1] == 0 {
+		stack[0] = 0
+		return
+	}
+	stack[0] = neg(ENOSYS)
+}

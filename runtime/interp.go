@@ -1,0 +1,393 @@
+package runtime
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/emscripten"
+	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/vfs"
+	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/wasmgen"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+)
+
+//go:embed boot.py
+var bootPy string
+
+// Config configures an Interpreter. The zero value is usable: every field
+// has a documented default.
+type Config struct {
+	// Distribution is where Pyodide is loaded from.
+	// Default: DefaultDistribution().
+	Distribution Distribution
+	// CacheDir holds the compilation cache and the bytecode-compiled
+	// standard library. Default: CacheDir(). "-" disables the caches (every
+	// process then compiles Pyodide, ~10 s).
+	CacheDir string
+	// MemoryLimit caps the guest's linear memory in bytes. Allocations past
+	// it raise MemoryError in Python. Default: 0, the wasm32 maximum (4 GiB).
+	MemoryLimit uint64
+	// Interrupt is where interrupts are signalled. Default: a new
+	// AtomicInterrupt, reachable through Interpreter.Interrupt.
+	Interrupt InterruptSource
+	// Notice receives the one-line notice printed when Pyodide has to be
+	// compiled (once per machine). Default: os.Stderr. Use io.Discard to
+	// silence it.
+	Notice io.Writer
+	// Now is the guest's wall clock. Default: time.Now.
+	Now func() time.Time
+}
+
+// Interpreter is one CPython interpreter with its own memory, file system
+// and globals. Its methods are safe for concurrent use but run one at a
+// time; Interrupt and Close may be called while another method runs.
+type Interpreter struct {
+	mu       sync.Mutex // serialises guest calls
+	eng      *engine
+	host     *emscripten.Host
+	intr     InterruptSource
+	mods     []api.Module
+	main     api.Module
+	runPtr   uint32 // guest C string "__import__('_rlm').run()"
+	channel  *channel
+	fns      guestFuncs
+	closed   atomic.Bool
+	deadErr  error
+	killCtx  context.Context // every guest call runs under it; Close cancels it
+	kill     context.CancelFunc
+	version  string
+	execs    atomic.Int64
+}
+
+type guestFuncs struct {
+	malloc, free, runSimple, checkSignals, errClear api.Function
+}
+
+var instanceSeq atomic.Uint64
+
+// ErrClosed is returned by calls on a closed Interpreter.
+var ErrClosed = errors.New("runtime: interpreter closed")
+
+// ErrDead is returned by calls on an interpreter that can no longer run
+// Python because the guest exited, aborted or reached an unsupported
+// feature; it wraps the cause.
+var ErrDead = errors.New("runtime: interpreter is no longer usable")
+
+// New compiles Pyodide (once per process, from the on-disk cache when warm),
+// instantiates a fresh interpreter and boots CPython.
+func New(ctx context.Context, cfg Config) (*Interpreter, error) {
+	if cfg.Distribution == nil {
+		cfg.Distribution = DefaultDistribution()
+	}
+	switch cfg.CacheDir {
+	case "":
+		cfg.CacheDir = CacheDir()
+	case "-":
+		cfg.CacheDir = ""
+	}
+	if cfg.Interrupt == nil {
+		cfg.Interrupt = &AtomicInterrupt{}
+	}
+	if cfg.Notice == nil {
+		cfg.Notice = stderr
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	eng, err := loadEngine(ctx, cfg.Distribution, cfg.CacheDir, cfg.Notice)
+	if err != nil {
+		return nil, err
+	}
+	in := &Interpreter{eng: eng, intr: cfg.Interrupt, channel: &channel{}}
+	in.killCtx, in.kill = context.WithCancel(context.Background())
+	if err := in.boot(ctx, cfg); err != nil {
+		in.Close()
+		return nil, err
+	}
+	return in, nil
+}
+
+func (in *Interpreter) boot(ctx context.Context, cfg Config) error {
+	fs, err := in.buildFS(cfg)
+	if err != nil {
+		return err
+	}
+	host, err := emscripten.New(emscripten.Config{
+		FS:        fs,
+		Env:       guestEnv,
+		Args0:     "python",
+		Interrupt: cfg.Interrupt,
+		MaxMemory: cfg.MemoryLimit,
+		Now:       cfg.Now,
+	})
+	if err != nil {
+		return err
+	}
+	host.SetCwd("/home/pyodide")
+	in.host = host
+
+	funcs, err := host.Resolve(in.eng.imports)
+	if err != nil {
+		return err
+	}
+	funcs = append(funcs, host.ArityFunc())
+	id := instanceSeq.Add(1)
+	hostMods := map[string]api.Module{}
+	byModule := map[string][]emscripten.Func{}
+	var order []string
+	for _, f := range funcs {
+		if _, ok := byModule[f.Module]; !ok {
+			order = append(order, f.Module)
+		}
+		byModule[f.Module] = append(byModule[f.Module], f)
+	}
+	for _, name := range order {
+		b := in.eng.rt.NewHostModuleBuilder(fmt.Sprintf("%s#%d", name, id))
+		for _, f := range byModule[name] {
+			b.NewFunctionBuilder().WithGoModuleFunction(f.Fn, f.Params, f.Results).Export(f.Name)
+		}
+		m, err := b.Instantiate(ctx)
+		if err != nil {
+			return fmt.Errorf("runtime: instantiate host module %s: %w", name, err)
+		}
+		in.mods = append(in.mods, m)
+		hostMods[name] = unwrapHostModule(m)
+	}
+	got, err := in.eng.rt.InstantiateModule(ctx, in.eng.got, wazero.NewModuleConfig().WithName(fmt.Sprintf("GOT.func#%d", id)))
+	if err != nil {
+		return fmt.Errorf("runtime: instantiate GOT module: %w", err)
+	}
+	in.mods = append(in.mods, got)
+	hostMods["GOT.func"] = got
+
+	resolve := func(name string) api.Module { return hostMods[name] }
+	rctx := experimental.WithImportResolver(ctx, resolve)
+	mainCfg := wazero.NewModuleConfig().WithName(fmt.Sprintf("pyodide#%d", id)).WithStartFunctions()
+	main, err := in.eng.rt.InstantiateModule(rctx, in.eng.main, mainCfg)
+	if err != nil {
+		return fmt.Errorf("runtime: instantiate Pyodide: %w", err)
+	}
+	in.mods = append(in.mods, main)
+	in.main = main
+	hostMods[wasmgen.MainModule] = main
+	tramp, err := in.eng.rt.InstantiateModule(rctx, in.eng.tramp, wazero.NewModuleConfig().WithName(fmt.Sprintf("trampoline#%d", id)).WithStartFunctions())
+	if err != nil {
+		return fmt.Errorf("runtime: instantiate trampoline: %w", err)
+	}
+	in.mods = append(in.mods, tramp)
+
+	fn := func(name string) api.Function { return main.ExportedFunction(name) }
+	in.fns = guestFuncs{
+		malloc: fn("malloc"), free: fn("free"), runSimple: fn("PyRun_SimpleString"),
+		checkSignals: fn("PyErr_CheckSignals"), errClear: fn("PyErr_Clear"),
+	}
+
+	// The glue's preRun hook: point CPython at the trampoline.
+	res, err := tramp.ExportedFunction("install").Call(ctx)
+	if err != nil || int32(res[0]) < 0 {
+		return fmt.Errorf("runtime: install trampoline: %v", err)
+	}
+	if err := in.pokeRuntimeOffset("_PyEM_EMSCRIPTEN_TRAMPOLINE_OFFSET", uint32(res[0])); err != nil {
+		return err
+	}
+	if _, err := in.call(ctx, fn("__wasm_call_ctors")); err != nil {
+		return fmt.Errorf("runtime: run constructors: %w", err)
+	}
+	// Arity cache for the trampoline: one byte per table slot.
+	if tbl := tableSize(main); tbl > 0 {
+		p, err := in.malloc(ctx, tbl)
+		if err == nil {
+			tramp.ExportedGlobal("cache_base").(api.MutableGlobal).Set(uint64(p))
+			tramp.ExportedGlobal("cache_len").(api.MutableGlobal).Set(uint64(tbl))
+			host.SetArityCache(p, tbl)
+		}
+	}
+	if err := in.setGlobalByte("Py_EMSCRIPTEN_SIGNAL_HANDLING", 1); err != nil {
+		return err
+	}
+	if _, err := in.call(ctx, fn("Py_InitializeEx"), 1); err != nil {
+		return fmt.Errorf("runtime: Py_InitializeEx: %w", err)
+	}
+	runPtr, err := in.cstring(ctx, "__import__('_rlm').run()")
+	if err != nil {
+		return err
+	}
+	in.runPtr = runPtr
+	var out strings.Builder
+	in.host.SetOutput(&out, &out)
+	rc, err := in.runSimple(ctx, bootPy)
+	in.host.SetOutput(nil, nil)
+	if err != nil || rc != 0 {
+		return fmt.Errorf("runtime: bootstrap failed: %v %s", err, out.String())
+	}
+	return nil
+}
+
+// unwrapHostModule returns the module instance inside the wrapper wazero
+// puts around host modules: the import resolver needs the instance itself.
+func unwrapHostModule(m api.Module) api.Module {
+	v := reflect.ValueOf(m)
+	if v.Kind() == reflect.Struct && v.NumField() == 1 {
+		if inner, ok := v.Field(0).Interface().(api.Module); ok {
+			return inner
+		}
+	}
+	return m
+}
+
+var guestEnv = []string{
+	"PYTHONHOME=/",
+	"PYTHONDONTWRITEBYTECODE=1",
+	"PYTHONUNBUFFERED=1",
+	"PYTHON_COLORS=0",
+	"PYTHONIOENCODING=utf-8",
+	"HOME=/home/pyodide",
+	"USER=pyodide",
+	"LOGNAME=pyodide",
+	"PATH=/",
+	"PWD=/home/pyodide",
+	"LANG=C.UTF-8",
+	"TZ=UTC",
+}
+
+// pokeRuntimeOffset writes v at _PyRuntime + *offsetGlobal, as the glue's
+// preRun hook does for the trampoline pointer.
+func (in *Interpreter) pokeRuntimeOffset(offsetGlobal string, v uint32) error {
+	rt := in.main.ExportedGlobal("_PyRuntime")
+	off := in.main.ExportedGlobal(offsetGlobal)
+	if rt == nil || off == nil {
+		return fmt.Errorf("%w: pyodide.asm.wasm does not export _PyRuntime and %s", ErrDistribution, offsetGlobal)
+	}
+	mem := in.main.Memory()
+	o, ok := mem.ReadUint32Le(uint32(off.Get()))
+	if !ok || !mem.WriteUint32Le(uint32(rt.Get())+o, v) {
+		return fmt.Errorf("runtime: %s points outside memory", offsetGlobal)
+	}
+	return nil
+}
+
+func (in *Interpreter) setGlobalByte(name string, v byte) error {
+	g := in.main.ExportedGlobal(name)
+	if g == nil {
+		return fmt.Errorf("%w: pyodide.asm.wasm does not export %s", ErrDistribution, name)
+	}
+	if !in.main.Memory().WriteByte(uint32(g.Get()), v) {
+		return fmt.Errorf("runtime: %s points outside memory", name)
+	}
+	return nil
+}
+
+func tableSize(m api.Module) uint32 {
+	// The table is not exposed through the api; its initial size is in the
+	// dylink.0 section. Slots past it (added later) simply miss the cache.
+	return 1 << 15
+}
+
+// call invokes a guest function, turning guest exits, aborts and traps
+// into errors; any of them leaves the interpreter unusable.
+func (in *Interpreter) call(ctx context.Context, f api.Function, args ...uint64) (res []uint64, err error) {
+	if in.deadErr != nil {
+		return nil, in.deadErr
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("runtime: guest panic: %v", r)
+		}
+		if err != nil {
+			var unsupported *emscripten.UnsupportedError
+			var exit *emscripten.ExitError
+			var abort *emscripten.AbortError
+			switch {
+			case errors.As(err, &unsupported), errors.As(err, &exit), errors.As(err, &abort):
+			default:
+			}
+			in.deadErr = fmt.Errorf("%w: %w", ErrDead, err)
+			err = in.deadErr
+		}
+	}()
+	return f.Call(in.killCtx, args...)
+}
+
+func (in *Interpreter) malloc(ctx context.Context, n uint32) (uint32, error) {
+	res, err := in.call(ctx, in.fns.malloc, uint64(n))
+	if err != nil {
+		return 0, err
+	}
+	if res[0] == 0 {
+		return 0, fmt.Errorf("runtime: guest out of memory allocating %d bytes", n)
+	}
+	return uint32(res[0]), nil
+}
+
+func (in *Interpreter) cstring(ctx context.Context, s string) (uint32, error) {
+	p, err := in.malloc(ctx, uint32(len(s))+1)
+	if err != nil {
+		return 0, err
+	}
+	b, _ := in.main.Memory().Read(p, uint32(len(s))+1)
+	copy(b, s)
+	b[len(s)] = 0
+	return p, nil
+}
+
+func (in *Interpreter) runSimple(ctx context.Context, src string) (int32, error) {
+	p, err := in.cstring(ctx, src)
+	if err != nil {
+		return -1, err
+	}
+	defer in.call(ctx, in.fns.free, uint64(p))
+	res, err := in.call(ctx, in.fns.runSimple, uint64(p))
+	if err != nil {
+		return -1, err
+	}
+	return int32(res[0]), nil
+}
+
+// Interrupt raises KeyboardInterrupt in the code the interpreter is running
+// (or in the next code it runs, if it is idle).
+func (in *Interpreter) Interrupt() { in.intr.Swap(SIGINT) }
+
+// MemorySize is the size of the guest's linear memory in bytes.
+func (in *Interpreter) MemorySize() uint64 {
+	if in.main == nil {
+		return 0
+	}
+	return uint64(in.main.Memory().Size())
+}
+
+// Close releases the interpreter. It is idempotent and may be called while
+// code runs: the running code is terminated at once (even code that ignores
+// KeyboardInterrupt) and its call returns ErrClosed.
+func (in *Interpreter) Close() error {
+	if !in.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	in.kill()
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	ctx := context.Background()
+	for i := len(in.mods) - 1; i >= 0; i-- {
+		in.mods[i].Close(ctx)
+	}
+	if in.host != nil {
+		in.host.Close()
+	}
+	return nil
+}
+
+var stderr io.Writer = osStderr()
+
+func vfsClock(now func() time.Time) func() int64 {
+	return func() int64 { return now().UnixNano() }
+}
+
+var _ = vfs.New

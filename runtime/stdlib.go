@@ -1,0 +1,3 @@
+package runtime
+
+func (e *engine) loadPycZip() []byte { return nil }
