@@ -27,6 +27,7 @@ type engine struct {
 	imports  []api.FunctionDefinition
 	stdlib   []byte
 	stdlibID string
+	wasmID   string
 	pycZip   []byte // bytecode-compiled stdlib, when prepared (see stdlib.go)
 	cacheDir string
 }
@@ -96,7 +97,7 @@ func compile(ctx context.Context, dist Distribution, cacheDir string, notice io.
 		}
 	}
 
-	cfg := wazero.NewRuntimeConfigCompiler().WithCoreFeatures(features()).WithCloseOnContextDone(true)
+	cfg := wazero.NewRuntimeConfigCompiler().WithCoreFeatures(features())
 	id := digest(wasm)
 	var marker string
 	if cacheDir != "" {
@@ -149,6 +150,7 @@ func compile(ctx context.Context, dist Distribution, cacheDir string, notice io.
 		imports:  main.ImportedFunctions(),
 		stdlib:   stdlib,
 		stdlibID: digest(stdlib),
+		wasmID:   id,
 		cacheDir: cacheDir,
 	}
 	e.pycZip = e.loadPycZip()

@@ -22,8 +22,8 @@ func (in *Interpreter) buildFS(cfg Config) (*vfs.FS, error) {
 		return nil, e
 	}
 	stdlib := in.eng.stdlib
-	if in.eng.pycZip != nil {
-		stdlib = in.eng.pycZip
+	if in.stdlib != nil {
+		stdlib = in.stdlib
 	}
 	if e := fs.AddFile("/lib/python314.zip", stdlib, true); e != vfs.ESUCCESS {
 		return nil, e

@@ -66,6 +66,7 @@ type Interpreter struct {
 	kill     context.CancelFunc
 	version  string
 	execs    atomic.Int64
+	stdlib   []byte // the bytecode-compiled stdlib zip, or nil for the source one
 }
 
 type guestFuncs struct {
@@ -85,6 +86,15 @@ var ErrDead = errors.New("runtime: interpreter is no longer usable")
 // New compiles Pyodide (once per process, from the on-disk cache when warm),
 // instantiates a fresh interpreter and boots CPython.
 func New(ctx context.Context, cfg Config) (*Interpreter, error) {
+	cfg = cfg.withDefaults()
+	eng, err := loadEngine(ctx, cfg.Distribution, cfg.CacheDir, cfg.Notice)
+	if err != nil {
+		return nil, err
+	}
+	return newInterpreter(ctx, eng, cfg, true)
+}
+
+func (cfg Config) withDefaults() Config {
 	if cfg.Distribution == nil {
 		cfg.Distribution = DefaultDistribution()
 	}
@@ -103,12 +113,17 @@ func New(ctx context.Context, cfg Config) (*Interpreter, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	eng, err := loadEngine(ctx, cfg.Distribution, cfg.CacheDir, cfg.Notice)
-	if err != nil {
-		return nil, err
-	}
+	return cfg
+}
+
+func newInterpreter(ctx context.Context, eng *engine, cfg Config, usePyc bool) (*Interpreter, error) {
 	in := &Interpreter{eng: eng, intr: cfg.Interrupt, channel: &channel{}}
 	in.killCtx, in.kill = context.WithCancel(context.Background())
+	if usePyc {
+		enginesMu.Lock()
+		in.stdlib = eng.pycZip
+		enginesMu.Unlock()
+	}
 	if err := in.boot(ctx, cfg); err != nil {
 		in.Close()
 		return nil, err
@@ -370,6 +385,9 @@ func (in *Interpreter) MemorySize() uint64 {
 func (in *Interpreter) Close() error {
 	if !in.closed.CompareAndSwap(false, true) {
 		return nil
+	}
+	if in.host != nil {
+		in.host.Kill()
 	}
 	in.kill()
 	in.mu.Lock()

@@ -385,6 +385,9 @@ func (h *Host) sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(tick)
 	defer t.Stop()
 	for {
+		if h.killed.Load() {
+			panic(ErrKilled)
+		}
 		if h.cfg.Interrupt.Load() != 0 {
 			return false
 		}

@@ -48,6 +48,7 @@ type Host struct {
 	net   *network
 
 	stdout, stderr atomic.Pointer[io.Writer]
+	killed         atomic.Bool
 
 	// Trampoline support, filled in by the runtime after instantiation.
 	arityCache uint32 // guest address of the arity byte cache
@@ -104,6 +105,16 @@ func (h *Host) SetCwd(dir string) { h.cwd = dir }
 
 // SetArityCache tells the trampoline import where its byte cache lives.
 func (h *Host) SetArityCache(addr, n uint32) { h.arityCache, h.arityLen = addr, n }
+
+// ErrKilled is the panic value with which the imports unwind a guest that
+// Kill stopped.
+var ErrKilled = errors.New("the interpreter was killed")
+
+// Kill makes the running guest unwind at its next signal check (every ~50
+// bytecodes) or blocking call, even if its Python code ignores
+// KeyboardInterrupt. C code that never returns to the interpreter loop
+// cannot be stopped this way; only ending the process stops it.
+func (h *Host) Kill() { h.killed.Store(true) }
 
 // FS returns the guest's file system.
 func (h *Host) FS() *vfs.FS { return h.fs }

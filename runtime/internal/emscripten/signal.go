@@ -10,6 +10,9 @@ import (
 // bytecodes. It returns the pending signal number and clears it in one atomic
 // swap: a load followed by a store could lose a signal stored in between.
 func (h *Host) checkSignals(_ context.Context, _ api.Module, stack []uint64) {
+	if h.killed.Load() {
+		panic(ErrKilled)
+	}
 	if h.cfg.Interrupt.Load() == 0 {
 		stack[0] = 0
 		return
