@@ -51,22 +51,22 @@ type Config struct {
 // and globals. Its methods are safe for concurrent use but run one at a
 // time; Interrupt and Close may be called while another method runs.
 type Interpreter struct {
-	mu       sync.Mutex // serialises guest calls
-	eng      *engine
-	host     *emscripten.Host
-	intr     InterruptSource
-	mods     []api.Module
-	main     api.Module
-	runPtr   uint32 // guest C string "__import__('_rlm').run()"
-	channel  *channel
-	fns      guestFuncs
-	closed   atomic.Bool
-	deadErr  error
-	killCtx  context.Context // every guest call runs under it; Close cancels it
-	kill     context.CancelFunc
-	version  string
-	execs    atomic.Int64
-	stdlib   []byte // the bytecode-compiled stdlib zip, or nil for the source one
+	mu      sync.Mutex // serialises guest calls
+	eng     *engine
+	host    *emscripten.Host
+	intr    InterruptSource
+	mods    []api.Module
+	main    api.Module
+	runPtr  uint32 // guest C string "__import__('_rlm').run()"
+	channel *channel
+	fns     guestFuncs
+	closed  atomic.Bool
+	deadErr error
+	killCtx context.Context // every guest call runs under it; Close cancels it
+	kill    context.CancelFunc
+	version string
+	execs   atomic.Int64
+	stdlib  []byte // the bytecode-compiled stdlib zip, or nil for the source one
 }
 
 type guestFuncs struct {

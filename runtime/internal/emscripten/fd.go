@@ -150,7 +150,7 @@ type charDev struct{}
 
 func (charDev) Pread([]byte, int64) (int, vfs.Errno)  { return 0, ESPIPE }
 func (charDev) Pwrite([]byte, int64) (int, vfs.Errno) { return 0, ESPIPE }
-func (charDev) Lseek(int64, int) (int64, vfs.Errno)    { return 0, ESPIPE }
+func (charDev) Lseek(int64, int) (int64, vfs.Errno)   { return 0, ESPIPE }
 func (charDev) Close() vfs.Errno                      { return ESUCCESS }
 func (charDev) Stat() (vfs.Stat, vfs.Errno) {
 	return vfs.Stat{Mode: vfs.S_IFCHR | 0o620, Nlink: 1, Ino: 1, Rdev: 0x0500, Blksize: 4096}, ESUCCESS

@@ -69,7 +69,7 @@ func (p *pipeEnd) Write(q []byte) (int, vfs.Errno) {
 
 func (p *pipeEnd) Pread([]byte, int64) (int, vfs.Errno)  { return 0, ESPIPE }
 func (p *pipeEnd) Pwrite([]byte, int64) (int, vfs.Errno) { return 0, ESPIPE }
-func (p *pipeEnd) Lseek(int64, int) (int64, vfs.Errno)    { return 0, ESPIPE }
+func (p *pipeEnd) Lseek(int64, int) (int64, vfs.Errno)   { return 0, ESPIPE }
 func (p *pipeEnd) Stat() (vfs.Stat, vfs.Errno) {
 	return vfs.Stat{Mode: vfs.S_IFIFO | 0o600, Nlink: 1, Blksize: 4096}, ESUCCESS
 }

@@ -91,7 +91,7 @@ func (s *socket) Write(p []byte) (int, vfs.Errno) {
 
 func (s *socket) Pread([]byte, int64) (int, vfs.Errno)  { return 0, ESPIPE }
 func (s *socket) Pwrite([]byte, int64) (int, vfs.Errno) { return 0, ESPIPE }
-func (s *socket) Lseek(int64, int) (int64, vfs.Errno)    { return 0, ESPIPE }
+func (s *socket) Lseek(int64, int) (int64, vfs.Errno)   { return 0, ESPIPE }
 func (s *socket) Stat() (vfs.Stat, vfs.Errno) {
 	return vfs.Stat{Mode: vfs.S_IFSOCK | 0o777, Nlink: 1, Blksize: 4096}, ESUCCESS
 }
