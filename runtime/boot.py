@@ -127,6 +127,8 @@ def _rlm_boot():
         elif op == "set":
             g[req[1]] = req[2]
             r = (0,)
+        elif op == "version":
+            r = ("%d.%d.%d" % sys.version_info[:3],)
         elif op == "del":
             r = (1 if g.pop(req[1], mod) is not mod else 0,)
         else:

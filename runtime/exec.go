@@ -126,6 +126,10 @@ var ErrInterrupted = errors.New("runtime: interrupted")
 func (in *Interpreter) request(ctx context.Context, req []byte, out Output) (any, error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	return in.requestLocked(ctx, req, out)
+}
+
+func (in *Interpreter) requestLocked(ctx context.Context, req []byte, out Output) (any, error) {
 	if in.closed.Load() {
 		return nil, ErrClosed
 	}

@@ -13,6 +13,8 @@ func osStderr() *os.File { return os.Stderr }
 // host.
 func (in *Interpreter) buildFS(cfg Config) (*vfs.FS, error) {
 	fs := vfs.New(vfsClock(cfg.Now))
+	fs.SetLimit(cfg.DiskLimit)
+	fs.SetNodeLimit(100_000)
 	for _, d := range []string{"/lib/python3.14/site-packages", "/home/pyodide", "/tmp", "/dev"} {
 		if e := fs.MkdirAll(d, 0o755); e != vfs.ESUCCESS {
 			return nil, e

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/emscripten"
+	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/pymarshal"
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/vfs"
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/wasmgen"
 	"github.com/tetratelabs/wazero"
@@ -36,6 +37,9 @@ type Config struct {
 	// MemoryLimit caps the guest's linear memory in bytes. Allocations past
 	// it raise MemoryError in Python. Default: 0, the wasm32 maximum (4 GiB).
 	MemoryLimit uint64
+	// DiskLimit caps the bytes of files the guest may write to its
+	// in-memory file system. Default: 256 MiB.
+	DiskLimit int64
 	// Interrupt is where interrupts are signalled. Default: a new
 	// AtomicInterrupt, reachable through Interpreter.Interrupt.
 	Interrupt InterruptSource
@@ -112,6 +116,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.DiskLimit <= 0 {
+		cfg.DiskLimit = 256 << 20
 	}
 	return cfg
 }
@@ -244,7 +251,14 @@ func (in *Interpreter) boot(ctx context.Context, cfg Config) error {
 	if err != nil || rc != 0 {
 		return fmt.Errorf("runtime: bootstrap failed: %v %s", err, out.String())
 	}
-	return nil
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	req, _ := pymarshal.Encode(pymarshal.Tuple{"version"})
+	v, err := in.requestLocked(ctx, req, Output{})
+	if t, ok := v.([]any); err == nil && ok && len(t) == 1 {
+		in.version, _ = t[0].(string)
+	}
+	return err
 }
 
 // unwrapHostModule returns the module instance inside the wrapper wazero
@@ -409,3 +423,6 @@ func vfsClock(now func() time.Time) func() int64 {
 }
 
 var _ = vfs.New
+
+// PythonVersion is the interpreter's sys.version_info as "3.14.2".
+func (in *Interpreter) PythonVersion() string { return in.version }

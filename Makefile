@@ -1,0 +1,45 @@
+# rlm-sandbox: `make` fetches Pyodide, builds the binaries and prepares the
+# caches; `make test` runs every test.
+SHELL := /bin/bash
+GO ?= go
+export RLM_SANDBOX_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/rlm-sandbox
+PYODIDE_VERSION := 314.0.7
+PYODIDE_DIR := $(RLM_SANDBOX_CACHE)/pyodide-$(PYODIDE_VERSION)
+BINS := bin/rlm-sandbox bin/rlm-worker
+RACE_PKGS := ./supervisor/... ./ipc/... ./runtime/internal/...
+
+.PHONY: all pyodide build prepare test bench check fuzz clean
+
+all: build prepare
+
+pyodide: $(PYODIDE_DIR)/.complete
+
+$(PYODIDE_DIR)/.complete: scripts/fetch-pyodide.sh
+	bash scripts/fetch-pyodide.sh
+
+build:
+	$(GO) build -o bin/ ./cmd/...
+
+# Compiles Pyodide to native code (cached on disk) and the standard library
+# to bytecode with the guest's own CPython.
+prepare: pyodide build
+	bin/rlm-sandbox prepare
+
+test: all
+	$(GO) test -count=1 -timeout 20m ./...
+
+bench: all
+	$(GO) test -run '^$$' -bench . -benchtime 20x -timeout 30m ./...
+
+check: all
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "not gofmt-formatted:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) test -count=1 -race -timeout 20m $(RACE_PKGS)
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzDecodeFrame -fuzztime 30s ./ipc/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeMessage -fuzztime 30s ./ipc/
+
+clean:
+	rm -rf bin/

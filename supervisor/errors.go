@@ -1,0 +1,27 @@
+package supervisor
+
+import "errors"
+
+// Errors callers can test with errors.Is. Python exceptions are not errors
+// of Execute: they are reported in CodeExecution.
+var (
+	// ErrNotInitialized: Execute, GetVariable or SetVariable before Initialize.
+	ErrNotInitialized = errors.New("supervisor: sandbox not initialized")
+	// ErrDestroyed: a call on a sandbox after Destroy.
+	ErrDestroyed = errors.New("supervisor: sandbox destroyed")
+	// ErrTimeout: the code ran longer than Config.Timeout.
+	ErrTimeout = errors.New("supervisor: execution timed out")
+	// ErrCanceled: the execution was cancelled by Cancel or by its context.
+	ErrCanceled = errors.New("supervisor: execution canceled")
+	// ErrDead: the sandbox's interpreter is gone (killed after ignoring an
+	// interrupt, crashed, or exited); create a new sandbox or call Restart.
+	ErrDead = errors.New("supervisor: sandbox is dead")
+	// ErrWorkerExited: the worker process ended; it also matches ErrDead.
+	ErrWorkerExited = errors.New("supervisor: worker process exited")
+	// ErrWorkerUnavailable: UseWorker is WorkerAlways but no worker could be
+	// started.
+	ErrWorkerUnavailable = errors.New("supervisor: worker unavailable")
+	// ErrProtocol: the worker sent something the supervisor does not
+	// understand.
+	ErrProtocol = errors.New("supervisor: protocol error")
+)

@@ -1,0 +1,30 @@
+// Package supervisor is the public Go API of rlm-sandbox: sandboxes that
+// run LLM-written Python in real CPython (Pyodide on wazero), one rlm-worker
+// process per sandbox, or in this process (direct mode).
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// New returns a sandbox backed by an rlm-worker process when one can be
+// started and cfg.UseWorker is not WorkerNever; otherwise a direct sandbox
+// (which WorkerAlways forbids). Info().Reason says which was chosen and why,
+// and the choice is logged.
+func New(ctx context.Context, cfg Config) (Sandbox, error) {
+	cfg = cfg.withDefaults()
+	if cfg.UseWorker == WorkerNever {
+		return newDirect(ctx, cfg, "UseWorker is never")
+	}
+	w, err := newWorker(ctx, cfg)
+	if err == nil {
+		return w, nil
+	}
+	if cfg.UseWorker == WorkerAlways || !errors.Is(err, ErrWorkerUnavailable) {
+		return nil, err
+	}
+	cfg.Logger.Warn("worker unavailable; running in-process", "err", err)
+	return newDirect(ctx, cfg, fmt.Sprintf("worker unavailable (%v)", err))
+}

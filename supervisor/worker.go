@@ -1,0 +1,7 @@
+package supervisor
+
+import "context"
+
+func newWorker(ctx context.Context, cfg Config) (Sandbox, error) {
+	return nil, ErrWorkerUnavailable
+}

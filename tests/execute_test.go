@@ -1,0 +1,110 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
+)
+
+func TestExecuteBasics(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "the quick brown fox")
+
+		t.Run("stdout", func(t *testing.T) {
+			ce := exec(t, sb, "print('hello', 6*7)")
+			if ce.Stdout != "hello 42\n" || ce.Stderr != "" || ce.Error != "" {
+				t.Fatalf("got %+v", ce)
+			}
+			if ce.Code != "print('hello', 6*7)" {
+				t.Fatalf("Code = %q", ce.Code)
+			}
+		})
+		t.Run("stderr", func(t *testing.T) {
+			ce := exec(t, sb, "import sys\nsys.stderr.write('oops\\n')\nprint('out')")
+			if ce.Stderr != "oops\n" || ce.Stdout != "out\n" {
+				t.Fatalf("got %+v", ce)
+			}
+		})
+		t.Run("exception keeps partial stdout", func(t *testing.T) {
+			ce := exec(t, sb, "print('before')\ndef f():\n    return 1/0\nf()\nprint('after')")
+			if ce.Stdout != "before\n" {
+				t.Fatalf("stdout %q", ce.Stdout)
+			}
+			if ce.ErrorType != "ZeroDivisionError" || ce.Error != "ZeroDivisionError: division by zero" {
+				t.Fatalf("error %q type %q", ce.Error, ce.ErrorType)
+			}
+			for _, want := range []string{"Traceback (most recent call last):", "line 4, in <module>", "in f", "return 1/0", "ZeroDivisionError: division by zero"} {
+				if !strings.Contains(ce.Traceback, want) {
+					t.Errorf("traceback lacks %q:\n%s", want, ce.Traceback)
+				}
+			}
+			if strings.Contains(ce.Traceback, "\x1b[") {
+				t.Errorf("traceback has ANSI escapes: %q", ce.Traceback)
+			}
+			if strings.Contains(ce.Traceback, "_rlm") || strings.Contains(ce.Traceback, "execute") {
+				t.Errorf("traceback shows sandbox internals:\n%s", ce.Traceback)
+			}
+		})
+		t.Run("syntax error", func(t *testing.T) {
+			ce := exec(t, sb, "def broken(:\n  pass")
+			if ce.ErrorType != "SyntaxError" || !strings.Contains(ce.Traceback, "SyntaxError") {
+				t.Fatalf("got %+v", ce)
+			}
+		})
+		t.Run("globals persist", func(t *testing.T) {
+			exec(t, sb, "counter = 41\ndef bump():\n    global counter\n    counter += 1")
+			exec(t, sb, "bump()")
+			ce := exec(t, sb, "print(counter)")
+			if ce.Stdout != "42\n" {
+				t.Fatalf("stdout %q", ce.Stdout)
+			}
+		})
+		t.Run("context", func(t *testing.T) {
+			ce := exec(t, sb, "print(type(context).__name__, len(context), context.split()[2])")
+			if ce.Stdout != "str 19 brown\n" {
+				t.Fatalf("stdout %q", ce.Stdout)
+			}
+		})
+		t.Run("system exit is an exception", func(t *testing.T) {
+			ce := exec(t, sb, "import sys\nsys.exit(3)")
+			if ce.ErrorType != "SystemExit" {
+				t.Fatalf("got %+v", ce)
+			}
+			if ce := exec(t, sb, "print('alive')"); ce.Stdout != "alive\n" {
+				t.Fatalf("after SystemExit: %+v", ce)
+			}
+		})
+	})
+}
+
+func TestNotInitialized(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		ctx := context.Background()
+		sb, err := supervisor.New(ctx, m.cfg(supervisor.Config{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sb.Destroy()
+		if _, err := sb.Execute(ctx, "pass"); !errors.Is(err, supervisor.ErrNotInitialized) {
+			t.Fatalf("Execute before Initialize: %v", err)
+		}
+		if _, _, err := sb.GetVariable(ctx, "x"); !errors.Is(err, supervisor.ErrNotInitialized) {
+			t.Fatalf("GetVariable before Initialize: %v", err)
+		}
+		if err := sb.Destroy(); err != nil {
+			t.Fatal(err)
+		}
+		if err := sb.Destroy(); err != nil {
+			t.Fatalf("second Destroy: %v", err)
+		}
+		if _, err := sb.Execute(ctx, "pass"); !errors.Is(err, supervisor.ErrDestroyed) {
+			t.Fatalf("Execute after Destroy: %v", err)
+		}
+		if err := sb.Initialize(ctx, "x"); !errors.Is(err, supervisor.ErrDestroyed) {
+			t.Fatalf("Initialize after Destroy: %v", err)
+		}
+	})
+}

@@ -1,0 +1,115 @@
+package tests
+
+import (
+	"context"
+	"math/big"
+	"reflect"
+	"testing"
+
+	"github.com/rlm-sandbox/rlm-sandbox/runtime"
+	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
+)
+
+func TestGetVariable(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "ctx")
+		exec(t, sb, `
+n = None
+t = True
+f = False
+i = -7
+big = 2**100
+neg_big = -(2**80)
+fl = 2.5
+s = "héllo"
+b = b"\x00\xff"
+l = [1, "two", 3.0]
+tu = (1, (2, 3))
+d = {"a": 1, "b": [True]}
+nd = {1: "one", (2, 3): "pair"}
+st = {1, 2}
+fs = frozenset(["x"])
+class Thing:
+    def __repr__(self):
+        return "<Thing 7>"
+obj = Thing()
+nested = {"k": [obj]}
+cyc = [1]
+cyc.append(cyc)
+`)
+		bigV, _ := new(big.Int).SetString("1267650600228229401496703205376", 10)
+		negBig, _ := new(big.Int).SetString("-1208925819614629174706176", 10)
+		cases := []struct {
+			name string
+			want any
+		}{
+			{"n", nil},
+			{"t", true},
+			{"f", false},
+			{"i", int64(-7)},
+			{"big", bigV},
+			{"neg_big", negBig},
+			{"fl", 2.5},
+			{"s", "héllo"},
+			{"b", []byte{0, 0xff}},
+			{"l", []any{int64(1), "two", 3.0}},
+			{"tu", []any{int64(1), []any{int64(2), int64(3)}}},
+			{"d", map[string]any{"a": int64(1), "b": []any{true}}},
+			{"nd", runtime.Dict{{Key: int64(1), Value: "one"}, {Key: []any{int64(2), int64(3)}, Value: "pair"}}},
+			{"fs", runtime.Set{"x"}},
+			{"obj", "<Thing 7>"},
+			{"nested", map[string]any{"k": []any{"<Thing 7>"}}},
+			{"cyc", []any{int64(1), "[1, [...]]"}},
+			{"context", "ctx"},
+		}
+		ctx := context.Background()
+		for _, c := range cases {
+			got, found, err := sb.GetVariable(ctx, c.name)
+			if err != nil || !found {
+				t.Errorf("GetVariable(%s) = %v, %v, %v", c.name, got, found, err)
+				continue
+			}
+			if bw, ok := c.want.(*big.Int); ok {
+				if bg, ok := got.(*big.Int); !ok || bg.Cmp(bw) != 0 {
+					t.Errorf("%s = %#v, want %v", c.name, got, bw)
+				}
+				continue
+			}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("%s = %#v, want %#v", c.name, got, c.want)
+			}
+		}
+		got, found, err := sb.GetVariable(ctx, "st")
+		if s, ok := got.(runtime.Set); err != nil || !found || !ok || len(s) != 2 {
+			t.Errorf("set: %#v %v %v", got, found, err)
+		}
+		got, found, err = sb.GetVariable(ctx, "no_such_name")
+		if err != nil || found || got != nil {
+			t.Errorf("missing name: %v %v %v", got, found, err)
+		}
+	})
+}
+
+func TestSetVariable(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "")
+		ctx := context.Background()
+		huge, _ := new(big.Int).SetString("-123456789012345678901234567890", 10)
+		values := map[string]any{
+			"a": int64(5), "b": "text", "c": []any{int64(1), "x", nil}, "d": map[string]any{"k": 1.5},
+			"e": huge, "f": []byte("raw"), "g": true,
+		}
+		for k, v := range values {
+			if err := sb.SetVariable(ctx, k, v); err != nil {
+				t.Fatalf("SetVariable(%s): %v", k, err)
+			}
+		}
+		ce := exec(t, sb, "print(a+1, b.upper(), c, d['k']*2, e, f, g)")
+		if want := "6 TEXT [1, 'x', None] 3.0 -123456789012345678901234567890 b'raw' True\n"; ce.Stdout != want {
+			t.Fatalf("stdout %q, want %q", ce.Stdout, want)
+		}
+		if err := sb.SetVariable(ctx, "bad", make(chan int)); err == nil {
+			t.Fatal("SetVariable of a channel: no error")
+		}
+	})
+}
