@@ -14,13 +14,20 @@ def _rlm_boot():
     state = {"cell": 0}
 
     def recv():
-        parts = []
-        while True:
-            b = os.read(ch, 1 << 20)
-            if not b:
-                break
-            parts.append(b)
-        return marshal.loads(b"".join(parts))
+        # An 8-byte length, then the request: reads allocate no more than
+        # the request needs, so a nearly full heap can still be served.
+        n = int.from_bytes(os.read(ch, 8), "little")
+        data = os.read(ch, n)
+        if len(data) < n:
+            parts = [data]
+            while n > len(data):
+                b = os.read(ch, n - len(data))
+                if not b:
+                    break
+                parts.append(b)
+                n -= len(b)
+            data = b"".join(parts)
+        return marshal.loads(data)
 
     def send(obj):
         data = memoryview(marshal.dumps(obj))
@@ -118,7 +125,14 @@ def _rlm_boot():
         return (1, v)
 
     def run():
-        req = recv()
+        try:
+            r = serve(recv())
+        except BaseException as e:
+            flush()
+            r = (2, type(e).__name__, message(e))
+        send(r)
+
+    def serve(req):
         op = req[0]
         if op == "exec":
             r = execute(req[1])
@@ -132,8 +146,8 @@ def _rlm_boot():
         elif op == "del":
             r = (1 if g.pop(req[1], mod) is not mod else 0,)
         else:
-            r = (2, "unknown request %r" % (op,))
-        send(r)
+            r = (2, "ValueError", "unknown request %r" % (op,))
+        return r
 
     mod.run = run
 

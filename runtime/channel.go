@@ -1,6 +1,10 @@
 package runtime
 
-import "github.com/rlm-sandbox/rlm-sandbox/runtime/internal/vfs"
+import (
+	"encoding/binary"
+
+	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/vfs"
+)
 
 // channel is the device /dev/rlm through which the Go host and the guest's
 // _rlm module exchange requests and replies. The host fills req before a
@@ -21,7 +25,9 @@ func (c *channel) Write(p []byte) (int, vfs.Errno) {
 	return len(p), vfs.ESUCCESS
 }
 
+// reset loads a request, prefixed with its length.
 func (c *channel) reset(req []byte) {
-	c.req = req
+	c.req = binary.LittleEndian.AppendUint64(make([]byte, 0, 8+len(req)), uint64(len(req)))
+	c.req = append(c.req, req...)
 	c.resp = c.resp[:0]
 }

@@ -119,6 +119,15 @@ func (in *Interpreter) Set(ctx context.Context, name string, v any) error {
 	return err
 }
 
+// RequestError reports a request the guest could not carry out, for
+// example a MemoryError while receiving a large value; the interpreter is
+// still usable.
+type RequestError struct{ Type, Message string }
+
+func (e *RequestError) Error() string {
+	return "runtime: the interpreter could not serve the request: " + e.Type + ": " + e.Message
+}
+
 // ErrInterrupted is returned when a request was interrupted before the
 // guest could answer (the interrupt arrived outside user code).
 var ErrInterrupted = errors.New("runtime: interrupted")
@@ -165,6 +174,14 @@ func (in *Interpreter) requestLocked(ctx context.Context, req []byte, out Output
 	v, err := pymarshal.Decode(in.channel.resp)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: decode reply: %w", err)
+	}
+	if t, ok := v.([]any); ok && len(t) == 3 && t[0] == int64(2) {
+		// The request itself failed in the guest (not the user's code),
+		// e.g. MemoryError while receiving it.
+		if t[1] == "KeyboardInterrupt" {
+			return nil, ErrInterrupted
+		}
+		return nil, &RequestError{Type: fmt.Sprint(t[1]), Message: fmt.Sprint(t[2])}
 	}
 	return v, nil
 }

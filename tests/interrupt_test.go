@@ -1,0 +1,136 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
+)
+
+// started runs code that prints "started" and then blocks; it returns once
+// the line was printed, with the Execute result delivered on the channel.
+type result struct {
+	ce  *supervisor.CodeExecution
+	err error
+}
+
+func startBlocking(t *testing.T, sb supervisor.Sandbox, w *lineWaiter, ctx context.Context, code string) <-chan result {
+	t.Helper()
+	ch := make(chan result, 1)
+	go func() {
+		ce, err := sb.Execute(ctx, "print('started')\n"+code)
+		ch <- result{ce, err}
+	}()
+	w.wait(t, "started")
+	return ch
+}
+
+func wait(t *testing.T, ch <-chan result) result {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(2 * time.Minute):
+		t.Fatal("Execute did not return")
+	}
+	return result{}
+}
+
+func checkUsable(t *testing.T, sb supervisor.Sandbox) {
+	t.Helper()
+	ce := exec(t, sb, "print(counter)")
+	if ce.Stdout != "1\n" {
+		t.Fatalf("sandbox lost its state: %+v", ce)
+	}
+}
+
+var blockers = []struct{ name, code string }{
+	{"busy loop", "while True: pass"},
+	{"sleep", "import time\ntime.sleep(60)"},
+}
+
+func TestCancel(t *testing.T) {
+	for _, b := range blockers {
+		code := b.code
+		t.Run(b.name, func(t *testing.T) {
+			forEachMode(t, func(t *testing.T, m mode) {
+				w := newLineWaiter()
+				sb := newSandbox(t, m, supervisor.Config{OnStdout: w.onLine}, "")
+				exec(t, sb, "counter = 1")
+				ch := startBlocking(t, sb, w, context.Background(), code)
+				sb.Cancel()
+				r := wait(t, ch)
+				if !errors.Is(r.err, supervisor.ErrCanceled) {
+					t.Fatalf("%q: err = %v, want ErrCanceled", code, r.err)
+				}
+				if r.ce == nil || r.ce.ErrorType != "KeyboardInterrupt" || r.ce.Stdout != "started\n" {
+					t.Fatalf("%q: execution = %+v", code, r.ce)
+				}
+				checkUsable(t, sb)
+			})
+		})
+	}
+}
+
+func TestContextCancel(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		w := newLineWaiter()
+		sb := newSandbox(t, m, supervisor.Config{OnStdout: w.onLine}, "")
+		exec(t, sb, "counter = 1")
+		ctx, cancel := context.WithCancel(context.Background())
+		ch := startBlocking(t, sb, w, ctx, "while True: pass")
+		cancel()
+		r := wait(t, ch)
+		if !errors.Is(r.err, supervisor.ErrCanceled) || !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("err = %v, want ErrCanceled wrapping context.Canceled", r.err)
+		}
+		checkUsable(t, sb)
+	})
+}
+
+func TestTimeout(t *testing.T) {
+	for _, b := range blockers {
+		code := b.code
+		t.Run(b.name, func(t *testing.T) {
+			forEachMode(t, func(t *testing.T, m mode) {
+				sb := newSandbox(t, m, supervisor.Config{Timeout: 300 * time.Millisecond}, "")
+				exec(t, sb, "counter = 1")
+				ce, err := sb.Execute(context.Background(), "print('started')\n"+code)
+				if !errors.Is(err, supervisor.ErrTimeout) {
+					t.Fatalf("%q: err = %v, want ErrTimeout", code, err)
+				}
+				if ce == nil || ce.ErrorType != "KeyboardInterrupt" || ce.Stdout != "started\n" {
+					t.Fatalf("%q: execution = %+v", code, ce)
+				}
+				checkUsable(t, sb)
+			})
+		})
+	}
+}
+
+// Code that swallows KeyboardInterrupt is killed after the grace period.
+func TestTimeoutKillsStubbornCode(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{Timeout: 200 * time.Millisecond, GracePeriod: 300 * time.Millisecond}, "")
+		ce, err := sb.Execute(context.Background(), `
+print('stubborn')
+while True:
+    try:
+        while True:
+            pass
+    except KeyboardInterrupt:
+        pass
+`)
+		if !errors.Is(err, supervisor.ErrTimeout) {
+			t.Fatalf("err = %v, want ErrTimeout", err)
+		}
+		if ce == nil || ce.Stdout != "stubborn\n" {
+			t.Fatalf("execution = %+v", ce)
+		}
+		if _, err := sb.Execute(context.Background(), "pass"); !errors.Is(err, supervisor.ErrDead) {
+			t.Fatalf("after kill: err = %v, want ErrDead", err)
+		}
+	})
+}

@@ -1,0 +1,126 @@
+package tests
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
+)
+
+func TestUnsupportedFeaturesRaise(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "")
+		exec(t, sb, "counter = 1")
+		cases := []struct {
+			name, code, errType, mentions string
+		}{
+			{"import js", "import js", "ImportError", "JavaScript"},
+			{"pyodide", "import pyodide", "ImportError", "JavaScript"},
+			{"ctypes", "import ctypes\nctypes.CDLL(None)", "ImportError", "ctypes"},
+			{"socket connect", "import socket\ns = socket.socket()\ns.connect(('93.184.216.34', 80))", "OSError", "unreachable"},
+			{"dns", "import socket\nsocket.getaddrinfo('example.com', 80)", "gaierror", ""},
+			{"urllib", "import urllib.request\nurllib.request.urlopen('http://example.com', timeout=5)", "URLError", ""},
+			{"host passwd", "open('/etc/passwd').read()", "FileNotFoundError", "/etc/passwd"},
+			{"host root", "import os\nprint(sorted(os.listdir('/')))\nopen('/proc/self/environ').read()", "FileNotFoundError", ""},
+			{"subprocess", "import subprocess\nsubprocess.run(['ls'])", "", ""},
+			{"os.system", "import os\nassert os.system('ls') != 0, 'a shell ran'", "", ""},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				ce, err := sb.Execute(context.Background(), c.code)
+				if err != nil {
+					t.Fatalf("Execute: %v (the sandbox must report a Python exception)", err)
+				}
+				if c.errType == "" {
+					if c.name == "subprocess" && ce.ErrorType == "" {
+						t.Fatalf("subprocess.run succeeded: %+v", ce)
+					}
+					if c.name == "os.system" && ce.ErrorType != "" {
+						t.Fatalf("os.system: %+v", ce)
+					}
+					return
+				}
+				if ce.ErrorType != c.errType || !strings.Contains(ce.Error+ce.Traceback, c.mentions) {
+					t.Fatalf("got %s %q, want %s mentioning %q\n%s", ce.ErrorType, ce.Error, c.errType, c.mentions, ce.Traceback)
+				}
+			})
+		}
+		ce := exec(t, sb, "import os\nprint(sorted(os.listdir('/')))")
+		if ce.Stdout != "['dev', 'home', 'lib', 'tmp']\n" {
+			t.Fatalf("root directory: %q", ce.Stdout)
+		}
+		checkUsable(t, sb)
+	})
+}
+
+func TestFilesystemIsPrivateAndWritable(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "")
+		ce := exec(t, sb, `
+import os, tempfile
+with open('/tmp/a.txt', 'w') as f:
+    f.write('data')
+with open(os.path.expanduser('~/b.txt'), 'w') as f:
+    f.write('home')
+with tempfile.TemporaryDirectory() as d:
+    open(os.path.join(d, 'x'), 'w').close()
+    print(os.listdir(d))
+print(open('/tmp/a.txt').read(), open('/home/pyodide/b.txt').read(), os.getcwd())
+`)
+		if ce.Error != "" || ce.Stdout != "['x']\ndata home /home/pyodide\n" {
+			t.Fatalf("%+v", ce)
+		}
+		ce = exec(t, sb, "open('/lib/python314.zip', 'wb')")
+		if ce.ErrorType != "OSError" || !strings.Contains(ce.Error, "Read-only") {
+			t.Fatalf("writing the stdlib: %+v", ce)
+		}
+	})
+}
+
+func TestMemoryLimit(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{MemoryLimit: 256 << 20}, "")
+		exec(t, sb, "counter = 1")
+		for _, bomb := range []string{
+			"x = bytearray(512 * 1024 * 1024)",
+			"x = []\nwhile True:\n    x.append('y' * 1_000_000)",
+			"x = 'a' * (2**31)",
+		} {
+			ce, err := sb.Execute(context.Background(), bomb)
+			if err != nil {
+				t.Fatalf("%q: %v", bomb, err)
+			}
+			if ce.ErrorType != "MemoryError" && ce.ErrorType != "OverflowError" {
+				t.Fatalf("%q: got %+v, want MemoryError", bomb, ce)
+			}
+			exec(t, sb, "x = None\nimport gc; gc.collect()")
+		}
+		ce := exec(t, sb, "y = bytearray(64 * 1024 * 1024)\nprint(len(y))")
+		if ce.Stdout != "67108864\n" {
+			t.Fatalf("after the bombs: %+v", ce)
+		}
+		checkUsable(t, sb)
+	})
+}
+
+func TestAsyncio(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "")
+		ce := exec(t, sb, `
+import asyncio
+async def work(n):
+    await asyncio.sleep(0.01 * n)
+    return n * n
+async def main():
+    return await asyncio.gather(*(work(i) for i in range(5)))
+print(asyncio.run(main()))
+a, b = __import__('socket').socketpair()
+a.sendall(b'ping')
+print(b.recv(10))
+`)
+		if ce.Error != "" || ce.Stdout != "[0, 1, 4, 9, 16]\nb'ping'\n" {
+			t.Fatalf("%+v", ce)
+		}
+	})
+}
