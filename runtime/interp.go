@@ -71,6 +71,12 @@ type Interpreter struct {
 	version string
 	execs   atomic.Int64
 	stdlib  []byte // the bytecode-compiled stdlib zip, or nil for the source one
+	timings bootTimings
+}
+
+// bootTimings records where New spends its time (for benchmarks).
+type bootTimings struct {
+	instantiate, initialize time.Duration
 }
 
 type guestFuncs struct {
@@ -156,6 +162,7 @@ func (in *Interpreter) boot(ctx context.Context, cfg Config) error {
 	}
 	host.SetCwd("/home/pyodide")
 	in.host = host
+	t0 := time.Now()
 
 	funcs, err := host.Resolve(in.eng.imports)
 	if err != nil {
@@ -233,6 +240,8 @@ func (in *Interpreter) boot(ctx context.Context, cfg Config) error {
 			host.SetArityCache(p, tbl)
 		}
 	}
+	in.timings.instantiate = time.Since(t0)
+	t0 = time.Now()
 	if err := in.setGlobalByte("Py_EMSCRIPTEN_SIGNAL_HANDLING", 1); err != nil {
 		return err
 	}
@@ -253,6 +262,7 @@ func (in *Interpreter) boot(ctx context.Context, cfg Config) error {
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	defer func() { in.timings.initialize = time.Since(t0) }()
 	req, _ := pymarshal.Encode(pymarshal.Tuple{"version"})
 	v, err := in.requestLocked(ctx, req, Output{})
 	if t, ok := v.([]any); err == nil && ok && len(t) == 1 {

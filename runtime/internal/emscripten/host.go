@@ -49,6 +49,7 @@ type Host struct {
 
 	stdout, stderr atomic.Pointer[io.Writer]
 	killed         atomic.Bool
+	delivered      atomic.Int64
 
 	// Trampoline support, filled in by the runtime after instantiation.
 	arityCache uint32 // guest address of the arity byte cache

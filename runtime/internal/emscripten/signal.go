@@ -2,6 +2,7 @@ package emscripten
 
 import (
 	"context"
+	"time"
 
 	"github.com/tetratelabs/wazero/api"
 )
@@ -17,8 +18,15 @@ func (h *Host) checkSignals(_ context.Context, _ api.Module, stack []uint64) {
 		stack[0] = 0
 		return
 	}
-	stack[0] = ret32(h.cfg.Interrupt.Swap(0))
+	sig := h.cfg.Interrupt.Swap(0)
+	if sig != 0 {
+		h.delivered.Store(time.Now().UnixNano())
+	}
+	stack[0] = ret32(sig)
 }
+
+// LastDelivery is when the guest last took a pending signal (Unix ns).
+func (h *Host) LastDelivery() int64 { return h.delivered.Load() }
 
 // _setitimer_js(which, timeoutMillis): timers that deliver SIGALRM would need
 // the host to call back into the guest; they are refused.

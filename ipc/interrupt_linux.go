@@ -1,0 +1,186 @@
+//go:build linux
+
+package ipc
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Page is a shared-memory page holding the interrupt word, an int32 at
+// offset 0 that the supervisor and the worker access atomically through
+// their own mappings of the same file. The supervisor creates it with
+// NewPage and hands File to the worker (exec.Cmd.ExtraFiles); the worker
+// maps it with OpenPage.
+//
+// All methods are safe for concurrent use and on a nil *Page. After
+// Close, Load and Swap return 0 and Store does nothing.
+type Page struct {
+	mu   sync.RWMutex // read-held while using word, write-held by Close
+	file *os.File
+	mem  []byte
+	word *int32 // &mem[0]; nil once closed
+}
+
+// NewPage creates an interrupt page: an anonymous memory file
+// (memfd_create, close-on-exec) or, where that is unavailable, an unlinked
+// temporary file, one page long and mapped shared, with the word set to 0.
+func NewPage() (*Page, error) {
+	f, err := createPageFile()
+	if err != nil {
+		return nil, err
+	}
+	p, err := newPageFrom(f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// newPageFrom sizes a fresh file to one page and maps it.
+func newPageFrom(f *os.File) (*Page, error) {
+	if err := f.Truncate(int64(os.Getpagesize())); err != nil {
+		return nil, fmt.Errorf("ipc: size interrupt page: %w", err)
+	}
+	return mapPage(f)
+}
+
+// createPageFile returns an anonymous file for a new page.
+func createPageFile() (*os.File, error) {
+	fd, err := unix.MemfdCreate("rlm-interrupt", unix.MFD_CLOEXEC)
+	if err == nil {
+		return os.NewFile(uintptr(fd), "rlm-interrupt"), nil
+	}
+	f, terr := createTempPageFile()
+	if terr != nil {
+		return nil, fmt.Errorf("ipc: create interrupt page: memfd_create: %v; temporary file: %w", err, terr)
+	}
+	return f, nil
+}
+
+// createTempPageFile is the fallback for kernels without memfd_create: a
+// temporary file, unlinked at once so nothing is left behind. Go opens it
+// close-on-exec.
+func createTempPageFile() (*os.File, error) {
+	f, err := os.CreateTemp("", "rlm-interrupt-*")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Remove(f.Name()); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// OpenPage maps an interrupt page from a file descriptor inherited from
+// the supervisor, typically os.NewFile(3, "interrupt") for the first
+// exec.Cmd.ExtraFiles entry. The file must be open read-write and at least
+// PageWordSize bytes long (else ErrPageTooSmall). On success the Page owns
+// f and closes it in Close; on failure f is left open for the caller.
+func OpenPage(f *os.File) (*Page, error) {
+	if f == nil {
+		return nil, errors.New("ipc: open interrupt page: nil file")
+	}
+	return mapPage(f)
+}
+
+// mapPage maps the first page (or the whole file, if shorter) of f.
+func mapPage(f *os.File) (*Page, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("ipc: map interrupt page: %w", err)
+	}
+	if st.Size() < PageWordSize {
+		return nil, fmt.Errorf("ipc: map interrupt page: %w: %d bytes, need %d", ErrPageTooSmall, st.Size(), PageWordSize)
+	}
+	length := int(min(st.Size(), int64(os.Getpagesize())))
+	mem, err := unix.Mmap(int(f.Fd()), 0, length, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("ipc: map interrupt page: %w", err)
+	}
+	return &Page{
+		file: f,
+		mem:  mem,
+		// mmap returns page-aligned memory, so the word is aligned.
+		word: (*int32)(unsafe.Pointer(&mem[0])),
+	}, nil
+}
+
+// File returns the file backing the page, to pass to the worker through
+// exec.Cmd.ExtraFiles. The Page keeps ownership: do not close it.
+func (p *Page) File() *os.File {
+	if p == nil {
+		return nil
+	}
+	return p.file
+}
+
+// Store atomically sets the word, e.g. to SignalInterrupt.
+func (p *Page) Store(sig int32) {
+	if p == nil {
+		return
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.word != nil {
+		atomic.StoreInt32(p.word, sig)
+	}
+}
+
+// Swap atomically sets the word to v and returns its previous value. The
+// worker calls Swap(0) to take a pending signal.
+func (p *Page) Swap(v int32) int32 {
+	if p == nil {
+		return 0
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.word == nil {
+		return 0
+	}
+	return atomic.SwapInt32(p.word, v)
+}
+
+// Load atomically reads the word.
+func (p *Page) Load() int32 {
+	if p == nil {
+		return 0
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.word == nil {
+		return 0
+	}
+	return atomic.LoadInt32(p.word)
+}
+
+// Close unmaps the page and closes its file. It is idempotent; calls after
+// the first return nil.
+func (p *Page) Close() error {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.word == nil {
+		return nil
+	}
+	p.word = nil
+	err := unix.Munmap(p.mem)
+	p.mem = nil
+	if cerr := p.file.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("ipc: close interrupt page: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,240 @@
+package ipc
+
+import (
+	"fmt"
+	"reflect"
+)
+
+// Kind identifies a message type and thereby its body type. Kinds are
+// numbered explicitly; KindHello is 1 in every protocol version.
+type Kind uint8
+
+// Message kinds. Each comment names the kind's body type and its
+// direction: S→W supervisor to worker, W→S worker to supervisor.
+const (
+	KindHello            Kind = 1  // Hello, W→S, first frame, ID 0
+	KindError            Kind = 2  // Error, either way, in reply to a failed request
+	KindInitialize       Kind = 3  // Initialize, S→W
+	KindInitializeReply  Kind = 4  // InitializeReply, W→S
+	KindExecute          Kind = 5  // Execute, S→W
+	KindOutput           Kind = 6  // Output, W→S, streamed during an Execute
+	KindResult           Kind = 7  // Result, W→S, ends an Execute
+	KindGetVariable      Kind = 8  // GetVariable, S→W
+	KindGetVariableReply Kind = 9  // GetVariableReply, W→S
+	KindSetVariable      Kind = 10 // SetVariable, S→W
+	KindSetVariableReply Kind = 11 // SetVariableReply, W→S
+	KindBridgeCall       Kind = 12 // BridgeCall, W→S, during an Execute
+	KindBridgeReply      Kind = 13 // BridgeReply, S→W
+	KindPing             Kind = 14 // Ping, S→W
+	KindPong             Kind = 15 // Pong, W→S
+	KindStats            Kind = 16 // Stats, S→W
+	KindStatsReply       Kind = 17 // StatsReply, W→S
+	KindShutdown         Kind = 18 // Shutdown, S→W, no reply
+)
+
+// kindInfo describes one defined Kind.
+type kindInfo struct {
+	name  string
+	codec *structCodec
+}
+
+// kinds is indexed by Kind; undefined kinds have a nil codec.
+var kinds = buildKinds()
+
+func buildKinds() [KindShutdown + 1]kindInfo {
+	defs := []struct {
+		kind    Kind
+		name    string
+		body    any
+		lenient bool
+	}{
+		// Hello ignores unknown fields so that a newer worker's Hello
+		// still decodes and CheckHello can explain the mismatch.
+		{KindHello, "hello", Hello{}, true},
+		{KindError, "error", Error{}, false},
+		{KindInitialize, "initialize", Initialize{}, false},
+		{KindInitializeReply, "initialize_reply", InitializeReply{}, false},
+		{KindExecute, "execute", Execute{}, false},
+		{KindOutput, "output", Output{}, false},
+		{KindResult, "result", Result{}, false},
+		{KindGetVariable, "get_variable", GetVariable{}, false},
+		{KindGetVariableReply, "get_variable_reply", GetVariableReply{}, false},
+		{KindSetVariable, "set_variable", SetVariable{}, false},
+		{KindSetVariableReply, "set_variable_reply", SetVariableReply{}, false},
+		{KindBridgeCall, "bridge_call", BridgeCall{}, false},
+		{KindBridgeReply, "bridge_reply", BridgeReply{}, false},
+		{KindPing, "ping", Ping{}, false},
+		{KindPong, "pong", Pong{}, false},
+		{KindStats, "stats", Stats{}, false},
+		{KindStatsReply, "stats_reply", StatsReply{}, false},
+		{KindShutdown, "shutdown", Shutdown{}, false},
+	}
+	var table [KindShutdown + 1]kindInfo
+	for _, d := range defs {
+		c, err := newStructCodec(reflect.TypeOf(d.body), d.lenient)
+		if err != nil {
+			panic(err) // a bug in the table above, caught by every test
+		}
+		table[d.kind] = kindInfo{name: d.name, codec: c}
+	}
+	return table
+}
+
+// lookupKind returns the description of a defined kind.
+func lookupKind(k uint64) (kindInfo, bool) {
+	if k >= uint64(len(kinds)) || kinds[k].codec == nil {
+		return kindInfo{}, false
+	}
+	return kinds[k], true
+}
+
+// String returns the kind's name, such as "execute" for KindExecute, or
+// "Kind(N)" for an undefined kind. Names are for logs; the wire carries
+// the number.
+func (k Kind) String() string {
+	if info, ok := lookupKind(uint64(k)); ok {
+		return info.name
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// Message is a decoded frame.
+//
+// On the wire a message is a msgpack array of exactly three elements:
+// [kind (unsigned integer), id (unsigned integer), body (map)]. The body map
+// holds the body struct's fields under their msgpack tag names.
+type Message struct {
+	// Kind says what Body holds.
+	Kind Kind
+	// ID matches replies to requests: a reply, an Error, and every
+	// Output of an Execute carry the ID of the request they answer.
+	ID uint64
+	// Body is the body struct for Kind, by value: Execute for
+	// KindExecute, Result for KindResult, and so on.
+	Body any
+}
+
+// Into stores m.Body in *v, which must be a pointer to m.Kind's body type:
+//
+//	var ex ipc.Execute
+//	if err := m.Into(&ex); err != nil { ... }
+//
+// A mismatch is an error wrapping ErrBodyMismatch.
+func (m Message) Into(v any) error {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return fmt.Errorf("ipc: %w: Into needs a non-nil pointer, got %T", ErrBodyMismatch, v)
+	}
+	if m.Body == nil {
+		return fmt.Errorf("ipc: %w: %s message has no body", ErrBodyMismatch, m.Kind)
+	}
+	bv := reflect.ValueOf(m.Body)
+	if rv.Elem().Type() != bv.Type() {
+		return fmt.Errorf("ipc: %w: %s body is %T, not %s", ErrBodyMismatch, m.Kind, m.Body, rv.Elem().Type())
+	}
+	rv.Elem().Set(bv)
+	return nil
+}
+
+// Encode returns the frame body (without length prefix) for a message.
+// body must be kind's body type, a non-nil pointer to it, or nil for its
+// zero value; anything else fails with ErrBodyMismatch. An undefined kind
+// fails with ErrUnknownKind, a body over MaxFrameSize with
+// ErrFrameTooLarge, and a value field EncodeValue cannot represent with
+// ErrUnsupportedValue.
+func Encode(kind Kind, id uint64, body any) ([]byte, error) {
+	info, ok := lookupKind(uint64(kind))
+	if !ok {
+		return nil, fmt.Errorf("ipc: encode: %w %d", ErrUnknownKind, uint8(kind))
+	}
+	bv, err := bodyValue(info, body)
+	if err != nil {
+		return nil, fmt.Errorf("ipc: encode %s: %w", kind, err)
+	}
+	if v, ok := bv.Interface().(validator); ok {
+		if err := v.validate(); err != nil {
+			return nil, fmt.Errorf("ipc: encode %s: %w", kind, err)
+		}
+	}
+	var w writer
+	w.arrayLen(3)
+	w.uint(uint64(kind))
+	w.uint(id)
+	if err := info.codec.encode(&w, bv); err != nil {
+		return nil, fmt.Errorf("ipc: encode %s: %w", kind, err)
+	}
+	if len(w.b) > MaxFrameSize {
+		return nil, fmt.Errorf("ipc: encode %s: %w", kind, frameTooLarge(len(w.b)))
+	}
+	return w.b, nil
+}
+
+// bodyValue checks that body suits the kind and returns it as a struct
+// value.
+func bodyValue(info kindInfo, body any) (reflect.Value, error) {
+	if body == nil {
+		return reflect.New(info.codec.typ).Elem(), nil
+	}
+	v := reflect.ValueOf(body)
+	if v.Kind() == reflect.Pointer && !v.IsNil() {
+		v = v.Elem()
+	}
+	if v.Type() != info.codec.typ {
+		return reflect.Value{}, fmt.Errorf("%w: body is %T, want %s", ErrBodyMismatch, body, info.codec.typ)
+	}
+	return v, nil
+}
+
+// Decode parses a frame body (as returned by Reader.ReadFrame) into a
+// Message whose Body is the kind's body struct.
+//
+// Decoding is strict. Anything but a three-element array of unsigned kind,
+// unsigned ID and body map fails with ErrMalformed, as do trailing bytes,
+// unknown or repeated body fields (except in Hello, which skips unknown
+// fields), and field values of the wrong msgpack type. A kind this
+// version does not define fails with ErrUnknownKind. When the kind and ID
+// could be read, the returned Message carries them even on error (with a
+// nil Body), so that the receiver can send an Error reply to the right
+// request.
+func Decode(frame []byte) (Message, error) {
+	r := reader{buf: frame}
+	n, err := r.readArrayLen()
+	if err != nil {
+		return Message{}, fmt.Errorf("ipc: decode envelope: %w", err)
+	}
+	if n != 3 {
+		return Message{}, fmt.Errorf("ipc: decode envelope: %w", malformedf("%d elements, want 3 (kind, id, body)", n))
+	}
+	k, err := r.readUint()
+	if err != nil {
+		return Message{}, fmt.Errorf("ipc: decode envelope kind: %w", err)
+	}
+	id, err := r.readUint()
+	if err != nil {
+		return Message{}, fmt.Errorf("ipc: decode envelope id: %w", err)
+	}
+	var m Message
+	if k <= uint64(^Kind(0)) {
+		m.Kind = Kind(k)
+	}
+	m.ID = id
+	info, ok := lookupKind(k)
+	if !ok {
+		return m, fmt.Errorf("ipc: decode message %d: %w %d", id, ErrUnknownKind, k)
+	}
+	bv := reflect.New(info.codec.typ).Elem()
+	if err := info.codec.decode(&r, bv); err != nil {
+		return m, fmt.Errorf("ipc: decode %s %d: %w", m.Kind, id, err)
+	}
+	if r.remaining() != 0 {
+		return m, fmt.Errorf("ipc: decode %s %d: %w", m.Kind, id, malformedf("%d trailing bytes", r.remaining()))
+	}
+	body := bv.Interface()
+	if v, ok := body.(validator); ok {
+		if err := v.validate(); err != nil {
+			return m, fmt.Errorf("ipc: decode %s %d: %w", m.Kind, id, err)
+		}
+	}
+	m.Body = body
+	return m, nil
+}

@@ -1,0 +1,214 @@
+package ipc
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+)
+
+// fieldKind is how one body field is carried on the wire.
+type fieldKind uint8
+
+const (
+	fieldString fieldKind = iota + 1 // msgpack str
+	fieldBool                        // msgpack bool
+	fieldInt                         // any msgpack integer fitting the Go type
+	fieldUint                        // any non-negative msgpack integer fitting the Go type
+	fieldValue                       // any: a value (see EncodeValue)
+	fieldList                        // []any: nil, or a value that decodes to []any
+	fieldMap                         // map[string]any: nil, or a value that decodes to map[string]any
+)
+
+// field describes one exported struct field.
+type field struct {
+	name  string // wire name, from the msgpack struct tag
+	index int
+	kind  fieldKind
+}
+
+// structCodec encodes a body struct as a msgpack map from wire names to
+// field values, in declaration order, and decodes it strictly: keys must
+// be strings, each field's value must have the field's type (nil is not a
+// string, a float is not an int, ...), no key may repeat, and unknown keys
+// are errors unless the codec is lenient.
+type structCodec struct {
+	typ     reflect.Type
+	fields  []field
+	lenient bool
+}
+
+// newStructCodec builds the codec for a struct type. It fails only for
+// programming errors in this package (untagged or unsupported fields).
+func newStructCodec(t reflect.Type, lenient bool) (*structCodec, error) {
+	if t.Kind() != reflect.Struct {
+		return nil, fmt.Errorf("ipc: %s is not a struct", t)
+	}
+	c := &structCodec{typ: t, lenient: lenient}
+	anyType := reflect.TypeFor[any]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("msgpack"), ",")
+		if name == "" || !f.IsExported() {
+			return nil, fmt.Errorf("ipc: %s.%s needs a msgpack tag", t, f.Name)
+		}
+		var k fieldKind
+		switch {
+		case f.Type == anyType:
+			k = fieldValue
+		case f.Type == reflect.TypeFor[[]any]():
+			k = fieldList
+		case f.Type == reflect.TypeFor[map[string]any]():
+			k = fieldMap
+		case f.Type.Kind() == reflect.String:
+			k = fieldString
+		case f.Type.Kind() == reflect.Bool:
+			k = fieldBool
+		case f.Type.Kind() >= reflect.Int && f.Type.Kind() <= reflect.Int64:
+			k = fieldInt
+		case f.Type.Kind() >= reflect.Uint && f.Type.Kind() <= reflect.Uint64:
+			k = fieldUint
+		default:
+			return nil, fmt.Errorf("ipc: %s.%s has unsupported type %s", t, f.Name, f.Type)
+		}
+		c.fields = append(c.fields, field{name: name, index: i, kind: k})
+	}
+	if len(c.fields) > 64 {
+		return nil, fmt.Errorf("ipc: %s has more than 64 fields", t)
+	}
+	return c, nil
+}
+
+// encode appends v, a value of c.typ, as a map.
+func (c *structCodec) encode(w *writer, v reflect.Value) error {
+	w.mapLen(len(c.fields))
+	for _, f := range c.fields {
+		w.str(f.name)
+		fv := v.Field(f.index)
+		switch f.kind {
+		case fieldString:
+			if fv.Len() > MaxFrameSize {
+				return frameTooLarge(fv.Len())
+			}
+			w.str(fv.String())
+		case fieldBool:
+			w.bool(fv.Bool())
+		case fieldInt:
+			w.int(fv.Int())
+		case fieldUint:
+			w.uint(fv.Uint())
+		case fieldList, fieldMap:
+			if fv.IsNil() {
+				w.nil()
+				continue
+			}
+			fallthrough
+		case fieldValue:
+			if err := w.value(fv.Interface(), 0); err != nil {
+				return fmt.Errorf("field %q: %w", f.name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// decode reads a map into v, a settable value of c.typ. Fields missing from
+// the map keep their zero value.
+func (c *structCodec) decode(r *reader, v reflect.Value) error {
+	n, err := r.readMapLen()
+	if err != nil {
+		return err
+	}
+	var seen uint64
+	for range n {
+		key, err := r.readString()
+		if err != nil {
+			return fmt.Errorf("%w (in map key)", err)
+		}
+		i := c.lookup(key)
+		if i < 0 {
+			if !c.lenient {
+				return malformedf("unknown field %q", key)
+			}
+			if err := r.skip(0); err != nil {
+				return fmt.Errorf("field %q: %w", key, err)
+			}
+			continue
+		}
+		if seen&(1<<i) != 0 {
+			return malformedf("duplicate field %q", key)
+		}
+		seen |= 1 << i
+		if err := decodeField(r, c.fields[i].kind, v.Field(c.fields[i].index)); err != nil {
+			return fmt.Errorf("field %q: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// lookup returns the position in c.fields of the field named name, or -1.
+func (c *structCodec) lookup(name string) int {
+	for i, f := range c.fields {
+		if f.name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// decodeField reads one field value of the given kind into fv.
+func decodeField(r *reader, kind fieldKind, fv reflect.Value) error {
+	switch kind {
+	case fieldString:
+		s, err := r.readString()
+		if err != nil {
+			return err
+		}
+		fv.SetString(s)
+	case fieldBool:
+		b, err := r.readBool()
+		if err != nil {
+			return err
+		}
+		fv.SetBool(b)
+	case fieldInt:
+		n, err := r.readInt()
+		if err != nil {
+			return err
+		}
+		if n.big || fv.OverflowInt(n.i) {
+			return malformedf("integer out of range for %s", fv.Type())
+		}
+		fv.SetInt(n.i)
+	case fieldUint:
+		u, err := r.readUint()
+		if err != nil {
+			return err
+		}
+		if fv.OverflowUint(u) {
+			return malformedf("integer out of range for %s", fv.Type())
+		}
+		fv.SetUint(u)
+	case fieldValue:
+		x, err := decodeValue(r, 0)
+		if err != nil {
+			return err
+		}
+		if x != nil {
+			fv.Set(reflect.ValueOf(x))
+		}
+	case fieldList, fieldMap:
+		x, err := decodeValue(r, 0)
+		if err != nil {
+			return err
+		}
+		if x == nil {
+			return nil
+		}
+		xv := reflect.ValueOf(x)
+		if xv.Type() != fv.Type() {
+			return malformedf("expected %s, got %T", fv.Type(), x)
+		}
+		fv.Set(xv)
+	}
+	return nil
+}
