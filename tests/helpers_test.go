@@ -25,8 +25,13 @@ var directMode = mode{"direct", func(c supervisor.Config) supervisor.Config {
 	return c
 }}
 
+var workerMode = mode{"worker", func(c supervisor.Config) supervisor.Config {
+	c.UseWorker = supervisor.WorkerAlways
+	return c
+}}
+
 // modes lists the modes every behaviour is checked in.
-var modes = []mode{directMode}
+var modes = []mode{workerMode, directMode}
 
 func forEachMode(t *testing.T, f func(t *testing.T, m mode)) {
 	for _, m := range modes {
@@ -45,6 +50,9 @@ func newSandbox(t *testing.T, m mode, cfg supervisor.Config, text string) superv
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(func() { sb.Destroy() })
+	if info := sb.Info(); info.Worker != (m.name == "worker") || (info.Worker && info.PID <= 0) {
+		t.Fatalf("mode %s: sandbox info %+v", m.name, info)
+	}
 	if err := sb.Initialize(ctx, text); err != nil {
 		t.Fatalf("Initialize: %v", err)
 	}

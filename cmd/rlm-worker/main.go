@@ -1,12 +1,77 @@
-// Command rlm-worker hosts one sandbox's interpreter for the supervisor.
+// Command rlm-worker hosts one sandbox's Python interpreter for the
+// supervisor (package supervisor), which starts it. Its stdin and stdout
+// carry ipc frames only; its stderr carries JSON log lines; fd 3 is the
+// shared interrupt page. It ignores SIGINT (the supervisor decides when
+// code is interrupted) and exits when stdin closes.
 package main
 
 import (
+	"context"
+	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
+	"os/signal"
+
+	"github.com/rlm-sandbox/rlm-sandbox/internal/worker"
+	"github.com/rlm-sandbox/rlm-sandbox/ipc"
+	"github.com/rlm-sandbox/rlm-sandbox/runtime"
+	"golang.org/x/sys/unix"
 )
 
-func main() {
-	fmt.Fprintln(os.Stderr, "rlm-worker: not implemented yet")
-	os.Exit(2)
+func main() { os.Exit(run(os.Args[1:])) }
+
+func run(args []string) int {
+	fl := flag.NewFlagSet("rlm-worker", flag.ContinueOnError)
+	pyodide := fl.String("pyodide", "", "Pyodide directory (default: the runtime's)")
+	cache := fl.String("cache", "", "cache directory (default: the runtime's)")
+	memLimit := fl.Uint64("memory-limit", 0, "guest memory limit in bytes (0: none)")
+	pageFD := fl.Int("interrupt-fd", 3, "inherited descriptor of the interrupt page")
+	if err := fl.Parse(args); err != nil {
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	signal.Ignore(os.Interrupt)
+
+	// The protocol owns the original stdout; fd 1 becomes stderr so that a
+	// stray write from Go or C cannot corrupt a frame.
+	proto, err := protocolStdout()
+	if err != nil {
+		log.Error("redirect stdout", "err", err)
+		return 1
+	}
+	page, err := ipc.OpenPage(os.NewFile(uintptr(*pageFD), "interrupt-page"))
+	if err != nil {
+		log.Error("open interrupt page", "err", err)
+		return 1
+	}
+	defer page.Close()
+
+	cfg := runtime.Config{CacheDir: *cache, MemoryLimit: *memLimit, Interrupt: page, Notice: os.Stderr}
+	if *pyodide != "" {
+		cfg.Distribution = runtime.Dir(*pyodide)
+	}
+	err = worker.Serve(context.Background(), os.Stdin, proto, worker.Options{Runtime: cfg, Log: log})
+	if err != nil {
+		log.Error("worker stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func protocolStdout() (io.Writer, error) {
+	fd, err := unix.Dup(1)
+	if err != nil {
+		return nil, err
+	}
+	unix.CloseOnExec(fd)
+	if err := unix.Dup2(2, 1); err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), "protocol")
+	if f == nil {
+		return nil, fmt.Errorf("bad descriptor %d", fd)
+	}
+	return f, nil
 }
