@@ -177,7 +177,7 @@ func (s *workerSandbox) readLoop(r io.Reader) {
 			}
 			s.cfg.Logger.Error("corrupt frame from worker; killing it", "err", err)
 			s.markDead(fmt.Errorf("%w: %w: %v", ErrDead, ErrProtocol, err))
-			s.kill()
+			_ = s.cmd.Process.Kill() // the reaper waits for this loop to end
 			_, _ = io.Copy(io.Discard, r)
 			return
 		}

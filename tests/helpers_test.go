@@ -104,6 +104,9 @@ func (w *lineWaiter) wait(t *testing.T, want string) {
 }
 
 func TestMain(m *testing.M) {
+	if kind := os.Getenv(fakeWorkerEnv); kind != "" {
+		os.Exit(fakeWorker(kind))
+	}
 	// The worker binary `make` builds, unless the caller says otherwise.
 	if os.Getenv("RLM_WORKER") == "" {
 		if p, err := filepath.Abs("../bin/rlm-worker"); err == nil {

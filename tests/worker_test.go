@@ -1,0 +1,241 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rlm-sandbox/rlm-sandbox/ipc"
+	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
+)
+
+func TestModeSelection(t *testing.T) {
+	ctx := context.Background()
+	t.Run("worker by default", func(t *testing.T) {
+		sb, err := supervisor.New(ctx, supervisor.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sb.Destroy()
+		if info := sb.Info(); !info.Worker || info.PID <= 0 || info.PythonVersion != "3.14.2" {
+			t.Fatalf("info %+v", info)
+		}
+	})
+	t.Run("direct when told", func(t *testing.T) {
+		sb, err := supervisor.New(ctx, supervisor.Config{UseWorker: supervisor.WorkerNever})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sb.Destroy()
+		if info := sb.Info(); info.Worker || info.PID != 0 || !strings.Contains(info.Reason, "never") {
+			t.Fatalf("info %+v", info)
+		}
+	})
+	t.Run("direct when the binary is missing", func(t *testing.T) {
+		sb, err := supervisor.New(ctx, supervisor.Config{WorkerPath: "/nonexistent/rlm-worker"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sb.Destroy()
+		if info := sb.Info(); info.Worker || !strings.Contains(info.Reason, "worker unavailable") {
+			t.Fatalf("info %+v", info)
+		}
+		if err := sb.Initialize(ctx, "x"); err != nil {
+			t.Fatal(err)
+		}
+		if ce := exec(t, sb, "print(context)"); ce.Stdout != "x\n" {
+			t.Fatalf("%+v", ce)
+		}
+	})
+	t.Run("always without a binary fails", func(t *testing.T) {
+		_, err := supervisor.New(ctx, supervisor.Config{UseWorker: supervisor.WorkerAlways, WorkerPath: "/nonexistent/rlm-worker"})
+		if !errors.Is(err, supervisor.ErrWorkerUnavailable) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("protocol mismatch", func(t *testing.T) {
+		t.Setenv(fakeWorkerEnv, "proto99")
+		_, err := supervisor.New(ctx, supervisor.Config{UseWorker: supervisor.WorkerAlways, WorkerPath: os.Args[0]})
+		if !errors.Is(err, ipc.ErrProtocolMismatch) || !strings.Contains(err.Error(), "protocol 99") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("corrupt frames", func(t *testing.T) {
+		t.Setenv(fakeWorkerEnv, "garbage")
+		sb, err := supervisor.New(ctx, supervisor.Config{UseWorker: supervisor.WorkerAlways, WorkerPath: os.Args[0]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sb.Destroy()
+		err = sb.Initialize(ctx, "x")
+		if !errors.Is(err, supervisor.ErrDead) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+func TestWorkerKilledMidExecute(t *testing.T) {
+	w := newLineWaiter()
+	sb := newSandbox(t, workerMode, supervisor.Config{OnStdout: w.onLine}, "")
+	pid := sb.Info().PID
+	ch := startBlocking(t, sb, w, context.Background(), "while True: pass")
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	r := wait(t, ch)
+	if !errors.Is(r.err, supervisor.ErrWorkerExited) || !errors.Is(r.err, supervisor.ErrDead) {
+		t.Fatalf("err = %v, want ErrWorkerExited", r.err)
+	}
+	if r.ce == nil || r.ce.Stdout != "started\n" {
+		t.Fatalf("partial output lost: %+v", r.ce)
+	}
+	if _, err := sb.Execute(context.Background(), "pass"); !errors.Is(err, supervisor.ErrWorkerExited) {
+		t.Fatalf("later call: %v", err)
+	}
+	if _, _, err := sb.GetVariable(context.Background(), "x"); !errors.Is(err, supervisor.ErrWorkerExited) {
+		t.Fatalf("later call: %v", err)
+	}
+	if err := sb.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDestroyKillsWorker(t *testing.T) {
+	sb := newSandbox(t, workerMode, supervisor.Config{}, "")
+	pid := sb.Info().PID
+	if !alive(pid) {
+		t.Fatalf("worker %d not running", pid)
+	}
+	if err := sb.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if alive(pid) {
+		t.Fatalf("worker %d still exists after Destroy", pid)
+	}
+}
+
+func TestDestroyDuringExecute(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		w := newLineWaiter()
+		sb := newSandbox(t, m, supervisor.Config{OnStdout: w.onLine}, "")
+		ch := startBlocking(t, sb, w, context.Background(), "while True: pass")
+		done := make(chan error, 2)
+		for i := 0; i < 2; i++ { // concurrent, idempotent
+			go func() { done <- sb.Destroy() }()
+		}
+		for i := 0; i < 2; i++ {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+		r := wait(t, ch)
+		if !errors.Is(r.err, supervisor.ErrDestroyed) {
+			t.Fatalf("err = %v, want ErrDestroyed", r.err)
+		}
+	})
+}
+
+func TestConcurrentExecutesAreSerialised(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "")
+		exec(t, sb, "log = []")
+		errs := make(chan error, 4)
+		for i := 0; i < 4; i++ {
+			go func() {
+				_, err := sb.Execute(context.Background(), "log.append('a')\nimport time\ntime.sleep(0.01)\nlog.append('b')")
+				errs <- err
+			}()
+		}
+		for i := 0; i < 4; i++ {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		ce := exec(t, sb, "print(''.join(log))")
+		if ce.Stdout != "abababab\n" {
+			t.Fatalf("interleaved: %q", ce.Stdout)
+		}
+	})
+}
+
+// TestWorkerMemoryIsReturned checks the point of one process per sandbox:
+// the supervisor's memory stays flat however much the sandboxes allocated,
+// and no worker outlives its sandbox.
+func TestWorkerMemoryIsReturned(t *testing.T) {
+	if testing.Short() {
+		t.Skip("50 sandboxes")
+	}
+	ctx := context.Background()
+	var pids []int
+	cycle := func() {
+		sb, err := supervisor.New(ctx, supervisor.Config{UseWorker: supervisor.WorkerAlways})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, sb.Info().PID)
+		if err := sb.Initialize(ctx, ""); err != nil {
+			t.Fatal(err)
+		}
+		ce, err := sb.Execute(ctx, "block = bytearray(200 * 1024 * 1024)\nblock[-1] = 1\nprint(len(block))")
+		if err != nil || ce.Stdout != "209715200\n" {
+			t.Fatalf("%+v %v", ce, err)
+		}
+		if err := sb.Destroy(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 3; i++ {
+		cycle()
+	}
+	before := rss(t)
+	for i := 0; i < 50; i++ {
+		cycle()
+	}
+	after := rss(t)
+	t.Logf("supervisor RSS before %d MB, after 50 cycles %d MB", before>>20, after>>20)
+	if after > before+8<<20 {
+		t.Fatalf("supervisor RSS grew from %d to %d bytes", before, after)
+	}
+	for _, pid := range pids {
+		if alive(pid) {
+			t.Fatalf("worker %d outlived its sandbox", pid)
+		}
+	}
+}
+
+func rss(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	var pages int64
+	for _, c := range f[1] {
+		pages = pages*10 + int64(c-'0')
+	}
+	return pages * int64(os.Getpagesize())
+}
+
+// fake workers, dispatched from TestMain ------------------------------------
+
+const fakeWorkerEnv = "RLM_TEST_FAKE_WORKER"
+
+func fakeWorker(kind string) int {
+	w := ipc.NewWriter(os.Stdout)
+	switch kind {
+	case "proto99":
+		w.WriteMessage(ipc.KindHello, 0, ipc.Hello{ProtocolVersion: 99, PythonVersion: "3.14.2", PyodideVersion: "x", PID: os.Getpid()})
+	case "garbage":
+		w.WriteMessage(ipc.KindHello, 0, ipc.Hello{ProtocolVersion: ipc.ProtocolVersion, PythonVersion: "3.14.2", PyodideVersion: "x", PID: os.Getpid()})
+		os.Stdout.Write([]byte{0, 0, 0, 5, 0xc1, 0xc1, 0xc1, 0xc1, 0xc1})
+	}
+	time.Sleep(time.Minute) // until killed
+	return 0
+}
