@@ -1,0 +1,122 @@
+package supervisor_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
+)
+
+// Benchmarks of the public API. Worker benchmarks use bin/rlm-worker, which
+// `make` builds (`make bench` runs them).
+
+func benchConfig(b *testing.B, mode supervisor.WorkerMode) supervisor.Config {
+	b.Helper()
+	cfg := supervisor.Config{UseWorker: mode}
+	if mode == supervisor.WorkerAlways && os.Getenv("RLM_WORKER") == "" {
+		p, _ := filepath.Abs("../bin/rlm-worker")
+		cfg.WorkerPath = p
+	}
+	return cfg
+}
+
+var benchModes = []struct {
+	name string
+	mode supervisor.WorkerMode
+}{{"worker", supervisor.WorkerAlways}, {"direct", supervisor.WorkerNever}}
+
+// BenchmarkNewReady: from New to a sandbox that has answered Initialize.
+func BenchmarkNewReady(b *testing.B) {
+	ctx := context.Background()
+	for _, m := range benchModes {
+		b.Run(m.name, func(b *testing.B) {
+			cfg := benchConfig(b, m.mode)
+			warm, err := supervisor.New(ctx, cfg) // compile caches, engine
+			if err != nil {
+				b.Fatal(err)
+			}
+			warm.Destroy()
+			for b.Loop() {
+				sb, err := supervisor.New(ctx, cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := sb.Initialize(ctx, "ctx"); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				sb.Destroy()
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+func readySandbox(b *testing.B, cfg supervisor.Config) supervisor.Sandbox {
+	b.Helper()
+	sb, err := supervisor.New(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { sb.Destroy() })
+	if err := sb.Initialize(context.Background(), ""); err != nil {
+		b.Fatal(err)
+	}
+	return sb
+}
+
+// BenchmarkExecutePass: the round trip of Execute("pass").
+func BenchmarkExecutePass(b *testing.B) {
+	for _, m := range benchModes {
+		b.Run(m.name, func(b *testing.B) {
+			sb := readySandbox(b, benchConfig(b, m.mode))
+			for b.Loop() {
+				if _, err := sb.Execute(context.Background(), "pass"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkCancelLatency: from Cancel() to the return of an Execute running
+// `while True: pass` (KeyboardInterrupt through the shared page in worker
+// mode), including the traceback formatting of the KeyboardInterrupt.
+func BenchmarkCancelLatency(b *testing.B) {
+	for _, m := range benchModes {
+		b.Run(m.name, func(b *testing.B) {
+			started := make(chan struct{}, 1)
+			var once sync.Mutex
+			cfg := benchConfig(b, m.mode)
+			cfg.OnStdout = func(l string) {
+				if strings.HasPrefix(l, "go") {
+					once.Lock()
+					select {
+					case started <- struct{}{}:
+					default:
+					}
+					once.Unlock()
+				}
+			}
+			sb := readySandbox(b, cfg)
+			var total time.Duration
+			for b.Loop() {
+				done := make(chan time.Time, 1)
+				go func() {
+					sb.Execute(context.Background(), "print('go', flush=True)\nwhile True: pass")
+					done <- time.Now()
+				}()
+				<-started
+				t0 := time.Now()
+				sb.Cancel()
+				total += (<-done).Sub(t0)
+			}
+			b.ReportMetric(float64(total.Microseconds())/float64(b.N), "µs-cancel/op")
+		})
+	}
+}
