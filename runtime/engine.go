@@ -29,6 +29,7 @@ type engine struct {
 	stdlibID string
 	wasmID   string
 	pycZip   []byte // bytecode-compiled stdlib, when prepared (see stdlib.go)
+	tableMin uint32 // initial size of the function table
 	cacheDir string
 }
 
@@ -151,6 +152,7 @@ func compile(ctx context.Context, dist Distribution, cacheDir string, notice io.
 		stdlib:   stdlib,
 		stdlibID: digest(stdlib),
 		wasmID:   id,
+		tableMin: parsed.TableMin,
 		cacheDir: cacheDir,
 	}
 	e.pycZip = e.loadPycZip()

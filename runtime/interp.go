@@ -232,7 +232,8 @@ func (in *Interpreter) boot(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("runtime: run constructors: %w", err)
 	}
 	// Arity cache for the trampoline: one byte per table slot.
-	if tbl := tableSize(main); tbl > 0 {
+	// Slots added later (the trampoline itself) miss the cache and ask Go.
+	if tbl := in.eng.tableMin; tbl > 0 {
 		p, err := in.malloc(ctx, tbl)
 		if err == nil {
 			tramp.ExportedGlobal("cache_base").(api.MutableGlobal).Set(uint64(p))
@@ -323,12 +324,6 @@ func (in *Interpreter) setGlobalByte(name string, v byte) error {
 		return fmt.Errorf("runtime: %s points outside memory", name)
 	}
 	return nil
-}
-
-func tableSize(m api.Module) uint32 {
-	// The table is not exposed through the api; its initial size is in the
-	// dylink.0 section. Slots past it (added later) simply miss the cache.
-	return 1 << 15
 }
 
 // call invokes a guest function, turning guest exits, aborts and traps

@@ -30,6 +30,9 @@ type Import struct {
 type Module struct {
 	Imports []Import
 	Custom  map[string][]byte
+	// TableMin is the initial size of the first table the module defines
+	// (0 when it defines none).
+	TableMin uint32
 }
 
 // ErrMalformed reports a binary this package cannot read.
@@ -117,6 +120,13 @@ func Parse(b []byte) (*Module, error) {
 			}
 		case 2:
 			m.Imports = parseImports(sr)
+		case 4:
+			if sr.u32() > 0 {
+				sr.byte() // reftype
+				if flags := sr.byte(); flags&1 != 0 || flags == 0 {
+					m.TableMin = sr.u32()
+				}
+			}
 		}
 		if sr.err != nil {
 			return nil, sr.err
