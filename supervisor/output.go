@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // outputCollector gathers one stream of an execution: it keeps up to max
@@ -40,11 +41,13 @@ func (c *outputCollector) add(s string) {
 	if c.max < 0 || c.buf.Len()+len(s) <= c.max {
 		c.buf.WriteString(s)
 	} else {
-		room := c.max - c.buf.Len()
-		if room > 0 {
-			c.buf.WriteString(s[:room])
+		room := max(c.max-c.buf.Len(), 0)
+		for room > 0 && !utf8.RuneStart(s[room]) {
+			room-- // never split a character
 		}
-		c.dropped += len(s) - max(room, 0)
+		c.buf.WriteString(s[:room])
+		c.dropped += len(s) - room
+		c.max = c.buf.Len() // keep refusing once full
 	}
 	if c.onLine == nil {
 		return

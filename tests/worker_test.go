@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	goruntime "runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -239,3 +240,59 @@ func fakeWorker(kind string) int {
 	time.Sleep(time.Minute) // until killed
 	return 0
 }
+
+// TestNoLeaks checks that create/execute/destroy cycles, including killed
+// and crashed workers, leave no goroutine, descriptor or process behind.
+func TestNoLeaks(t *testing.T) {
+	ctx := context.Background()
+	cycle := func(i int) {
+		cfg := supervisor.Config{UseWorker: supervisor.WorkerAlways, Timeout: 100 * time.Millisecond, GracePeriod: 100 * time.Millisecond}
+		sb, err := supervisor.New(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sb.Initialize(ctx, "x"); err != nil {
+			t.Fatal(err)
+		}
+		switch i % 3 {
+		case 0:
+			exec(t, sb, "print(1)")
+		case 1: // killed after ignoring the interrupt
+			sb.Execute(ctx, "while True:\n  try:\n    while True: pass\n  except KeyboardInterrupt: pass")
+		case 2: // crashed from outside
+			syscall.Kill(sb.Info().PID, syscall.SIGKILL)
+			sb.Execute(ctx, "pass")
+		}
+		if err := sb.Destroy(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cycle(0)
+	fds, goroutines := openFDs(t), numGoroutine()
+	for i := 0; i < 9; i++ {
+		cycle(i)
+	}
+	// Goroutines of finished sandboxes end right after Destroy returns;
+	// wait for that without sleeping blindly.
+	deadline := time.Now().Add(10 * time.Second)
+	for numGoroutine() > goroutines && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if g := numGoroutine(); g > goroutines {
+		t.Errorf("goroutines: %d before, %d after", goroutines, g)
+	}
+	if f := openFDs(t); f > fds {
+		t.Errorf("open descriptors: %d before, %d after", fds, f)
+	}
+}
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+func numGoroutine() int { return goruntime.NumGoroutine() }
