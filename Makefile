@@ -6,7 +6,7 @@ export RLM_SANDBOX_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/rlm-sandbox
 PYODIDE_VERSION := 314.0.7
 PYODIDE_DIR := $(RLM_SANDBOX_CACHE)/pyodide-$(PYODIDE_VERSION)
 BINS := bin/rlm-sandbox bin/rlm-worker
-RACE_PKGS := ./supervisor/... ./ipc/... ./runtime/internal/...
+RACE_PKGS := ./supervisor/... ./ipc/... ./runtime/internal/... ./tests/
 
 .PHONY: all pyodide build prepare test bench check fuzz clean
 
@@ -35,7 +35,7 @@ check: all
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "not gofmt-formatted:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) test -count=1 -race -timeout 20m $(RACE_PKGS)
+	$(GO) test -count=1 -race -short -timeout 20m $(RACE_PKGS)
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeFrame -fuzztime 30s ./ipc/

@@ -41,12 +41,6 @@ func (r *run) stop(reason error) {
 	r.once.Do(func() { r.reason <- reason })
 }
 
-// NewDirect returns a sandbox that runs the interpreter in this process,
-// whatever cfg.UseWorker says.
-func NewDirect(ctx context.Context, cfg Config) (Sandbox, error) {
-	return newDirect(ctx, cfg.withDefaults(), "direct mode requested")
-}
-
 func newDirect(ctx context.Context, cfg Config, reason string) (*direct, error) {
 	intr := &runtime.AtomicInterrupt{}
 	rc := cfg.runtimeConfig()

@@ -29,6 +29,10 @@ type Sandbox interface {
 	// after the grace period if it does not stop). It does nothing when
 	// nothing runs.
 	Cancel()
+	// Restart replaces the sandbox's interpreter (or worker process) with a
+	// fresh one, for example after it was killed (ErrDead). Everything the
+	// old one held is gone, `context` included: call Initialize again.
+	Restart(ctx context.Context) error
 	// Destroy releases the sandbox. It is idempotent, safe to call at any
 	// time, and ends a running Execute.
 	Destroy() error

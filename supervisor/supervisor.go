@@ -15,6 +15,37 @@ import (
 // and the choice is logged.
 func New(ctx context.Context, cfg Config) (Sandbox, error) {
 	cfg = cfg.withDefaults()
+	b, err := start(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &managed{cfg: cfg, b: b}, nil
+}
+
+// NewDirect returns a sandbox that runs the interpreter in this process,
+// whatever cfg.UseWorker says.
+func NewDirect(ctx context.Context, cfg Config) (Sandbox, error) {
+	cfg = cfg.withDefaults()
+	cfg.UseWorker = WorkerNever
+	b, err := newDirect(ctx, cfg, "direct mode requested")
+	if err != nil {
+		return nil, err
+	}
+	return &managed{cfg: cfg, b: b}, nil
+}
+
+// backend is a sandbox implementation; managed adds Restart on top.
+type backend interface {
+	Initialize(ctx context.Context, text string) error
+	Execute(ctx context.Context, code string) (*CodeExecution, error)
+	GetVariable(ctx context.Context, name string) (any, bool, error)
+	SetVariable(ctx context.Context, name string, value any) error
+	Cancel()
+	Destroy() error
+	Info() Info
+}
+
+func start(ctx context.Context, cfg Config) (backend, error) {
 	if cfg.UseWorker == WorkerNever {
 		return newDirect(ctx, cfg, "UseWorker is never")
 	}

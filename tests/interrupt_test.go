@@ -132,5 +132,23 @@ while True:
 		if _, err := sb.Execute(context.Background(), "pass"); !errors.Is(err, supervisor.ErrDead) {
 			t.Fatalf("after kill: err = %v, want ErrDead", err)
 		}
+		if m.name == "worker" {
+			if _, err := sb.Execute(context.Background(), "pass"); !errors.Is(err, supervisor.ErrWorkerExited) {
+				t.Fatalf("after kill: err = %v, want ErrWorkerExited", err)
+			}
+		}
+		// A restart gives a fresh interpreter.
+		if err := sb.Restart(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sb.Execute(context.Background(), "pass"); !errors.Is(err, supervisor.ErrNotInitialized) {
+			t.Fatalf("after restart, before Initialize: %v", err)
+		}
+		if err := sb.Initialize(context.Background(), "again"); err != nil {
+			t.Fatal(err)
+		}
+		if ce := exec(t, sb, "print(context)"); ce.Stdout != "again\n" {
+			t.Fatalf("after restart: %+v", ce)
+		}
 	})
 }

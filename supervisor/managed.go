@@ -1,0 +1,73 @@
+package supervisor
+
+import (
+	"context"
+	"sync"
+)
+
+// managed is the Sandbox New returns: a backend (worker or direct) that
+// Restart can replace.
+type managed struct {
+	cfg       Config
+	mu        sync.RWMutex
+	b         backend
+	destroyed bool
+}
+
+func (m *managed) backend() backend {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.b
+}
+
+func (m *managed) Initialize(ctx context.Context, text string) error {
+	return m.backend().Initialize(ctx, text)
+}
+
+func (m *managed) Execute(ctx context.Context, code string) (*CodeExecution, error) {
+	return m.backend().Execute(ctx, code)
+}
+
+func (m *managed) GetVariable(ctx context.Context, name string) (any, bool, error) {
+	return m.backend().GetVariable(ctx, name)
+}
+
+func (m *managed) SetVariable(ctx context.Context, name string, v any) error {
+	return m.backend().SetVariable(ctx, name, v)
+}
+
+func (m *managed) Cancel()    { m.backend().Cancel() }
+func (m *managed) Info() Info { return m.backend().Info() }
+
+func (m *managed) Destroy() error {
+	m.mu.Lock()
+	m.destroyed = true
+	b := m.b
+	m.mu.Unlock()
+	return b.Destroy()
+}
+
+func (m *managed) Restart(ctx context.Context) error {
+	m.mu.RLock()
+	if m.destroyed {
+		m.mu.RUnlock()
+		return ErrDestroyed
+	}
+	m.mu.RUnlock()
+	nb, err := start(ctx, m.cfg)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	if m.destroyed {
+		m.mu.Unlock()
+		nb.Destroy()
+		return ErrDestroyed
+	}
+	old := m.b
+	m.b = nb
+	m.mu.Unlock()
+	old.Destroy()
+	m.cfg.Logger.Info("sandbox restarted", "worker", nb.Info().Worker)
+	return nil
+}
