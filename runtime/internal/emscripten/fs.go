@@ -416,32 +416,25 @@ func (h *Host) utimensat(_ context.Context, mod api.Module, stack []uint64) {
 		stack[0] = neg(errno)
 		return
 	}
-	follow := i32(stack[3])&atSymlinkNofollow == 0
-	var st vfs.Stat
-	if follow {
-		st, errno = h.fs.Stat(path)
-	} else {
-		st, errno = h.fs.Lstat(path)
-	}
-	if errno != ESUCCESS {
-		stack[0] = neg(errno)
-		return
-	}
-	now := h.cfg.Now().UnixNano()
-	atime, mtime := now, now
+	atime, mtime := vfs.UtimeNow, vfs.UtimeNow
 	if times := u32(stack[2]); times != 0 {
-		pick := func(p uint32, old int64) int64 {
-			sec, nsec := int64(m.u64(p)), int64(int32(m.u32(p+8)))
-			switch nsec {
-			case utimeNow:
-				return now
-			case utimeOmit:
-				return old
-			}
-			return sec*1e9 + nsec
+		if !m.ok(times, 32) {
+			stack[0] = neg(EFAULT)
+			return
 		}
-		atime, mtime = pick(times, st.Atime), pick(times+16, st.Mtime)
+		pick := func(p uint32) int64 {
+			switch nsec := int64(int32(m.u32(p + 8))); nsec {
+			case utimeNow:
+				return vfs.UtimeNow
+			case utimeOmit:
+				return vfs.UtimeOmit
+			default:
+				return int64(m.u64(p))*1e9 + nsec
+			}
+		}
+		atime, mtime = pick(times), pick(times+16)
 	}
+	follow := i32(stack[3])&atSymlinkNofollow == 0
 	stack[0] = neg(h.fs.Utimens(path, atime, mtime, follow))
 }
 

@@ -450,14 +450,11 @@ func (fs *FS) Rename(oldpath, newpath string) Errno {
 func (fs *FS) Chmod(path string, mode uint32) Errno {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	l, e := fs.resolve(path, true, true)
+	n, e := fs.existing(path, true)
 	if e != ESUCCESS {
 		return e
 	}
-	if l.node == nil {
-		return ENOENT
-	}
-	return fs.chmod(l.node, mode)
+	return fs.chmod(n, mode)
 }
 
 func (fs *FS) chmod(n *node, mode uint32) Errno {
@@ -476,14 +473,11 @@ func (fs *FS) chmod(n *node, mode uint32) Errno {
 func (fs *FS) Utimens(path string, atime, mtime int64, follow bool) Errno {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	l, e := fs.resolve(path, follow, true)
+	n, e := fs.existing(path, follow)
 	if e != ESUCCESS {
 		return e
 	}
-	if l.node == nil {
-		return ENOENT
-	}
-	return fs.utimens(l.node, atime, mtime)
+	return fs.utimens(n, atime, mtime)
 }
 
 func (fs *FS) utimens(n *node, atime, mtime int64) Errno {
@@ -519,14 +513,11 @@ func (fs *FS) utimens(n *node, atime, mtime int64) Errno {
 func (fs *FS) Truncate(path string, size int64) Errno {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	l, e := fs.resolve(path, true, true)
+	n, e := fs.existing(path, true)
 	if e != ESUCCESS {
 		return e
 	}
-	if l.node == nil {
-		return ENOENT
-	}
-	return fs.truncate(l.node, size)
+	return fs.truncate(n, size)
 }
 
 func (fs *FS) truncate(n *node, size int64) Errno {
@@ -618,12 +609,22 @@ func (fs *FS) SetReadOnly(path string, readOnly bool) Errno {
 func (fs *FS) RealPath(path string) (string, Errno) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	l, e := fs.resolve(path, true, true)
+	n, e := fs.existing(path, true)
 	if e != ESUCCESS {
 		return "", e
 	}
-	if l.node == nil {
-		return "", ENOENT
+	return fs.pathOf(n)
+}
+
+// existing resolves path to a node that must exist (ENOENT otherwise);
+// follow says whether a final symlink is followed. The caller holds fs.mu.
+func (fs *FS) existing(path string, follow bool) (*node, Errno) {
+	l, e := fs.resolve(path, follow, true)
+	if e != ESUCCESS {
+		return nil, e
 	}
-	return fs.pathOf(l.node)
+	if l.node == nil {
+		return nil, ENOENT
+	}
+	return l.node, ESUCCESS
 }
