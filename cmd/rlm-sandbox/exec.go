@@ -12,6 +12,7 @@ import (
 
 type execOptions struct {
 	code        string
+	contextText string
 	contextFile string
 	timeout     time.Duration
 	direct      bool
@@ -37,8 +38,11 @@ and exits with status 1.`,
 			} else if len(args) > 0 {
 				return fmt.Errorf("%w: give code with -c or as a file, not both", errUsage)
 			}
-			text := ""
+			text := o.contextText
 			if o.contextFile != "" {
+				if o.contextText != "" {
+					return fmt.Errorf("%w: give --context or --context-file, not both", errUsage)
+				}
 				b, err := os.ReadFile(o.contextFile)
 				if err != nil {
 					return err
@@ -49,7 +53,8 @@ and exits with status 1.`,
 		},
 	}
 	cmd.Flags().StringVarP(&o.code, "code", "c", "", "Python code to run")
-	cmd.Flags().StringVar(&o.contextFile, "context", "", "file whose text becomes the Python variable `context`")
+	cmd.Flags().StringVar(&o.contextText, "context", "", "text of the Python variable `context`")
+	cmd.Flags().StringVar(&o.contextFile, "context-file", "", "file whose text becomes the Python variable `context`")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", supervisor.DefaultTimeout, "interrupt the code after this long")
 	cmd.Flags().BoolVar(&o.direct, "direct", false, "run the interpreter in this process instead of an rlm-worker")
 	return cmd
