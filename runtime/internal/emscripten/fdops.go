@@ -12,6 +12,30 @@ func (h *Host) fdClose(_ context.Context, _ api.Module, stack []uint64) {
 	stack[0] = wasiErr(h.fds.close(i32(stack[0])))
 }
 
+// transfer moves data through op buffer by buffer, as readv/writev do: it
+// stops at the first short transfer, and reports an error only when nothing
+// was transferred.
+func transfer(bufs [][]byte, op func(b []byte) (int, vfs.Errno)) (int, vfs.Errno) {
+	total := 0
+	for _, b := range bufs {
+		if len(b) == 0 {
+			continue
+		}
+		n, errno := op(b)
+		if errno != ESUCCESS {
+			if total == 0 {
+				return 0, errno
+			}
+			break
+		}
+		total += n
+		if n < len(b) {
+			break
+		}
+	}
+	return total, ESUCCESS
+}
+
 // rw runs a readv/writev-style transfer over the iovecs at iov.
 func (h *Host) rw(mod api.Module, stack []uint64, fd int32, iov, n, pnum uint32, write bool, off int64) {
 	e, ok := h.fds.get(fd)
@@ -30,37 +54,21 @@ func (h *Host) rw(mod api.Module, stack []uint64, fd int32, iov, n, pnum uint32,
 		stack[0] = wasiErr(EBADF)
 		return
 	}
-	var total int
-	for _, b := range bufs {
-		if len(b) == 0 {
-			continue
-		}
-		var k int
-		var errno vfs.Errno
-		switch {
-		case write && off >= 0:
-			k, errno = e.d.s.Pwrite(b, off)
-		case write:
-			k, errno = e.d.s.Write(b)
-		case off >= 0:
-			k, errno = e.d.s.Pread(b, off)
-		default:
-			k, errno = e.d.s.Read(b)
-		}
-		if errno != ESUCCESS {
-			if total == 0 {
-				stack[0] = wasiErr(errno)
-				return
-			}
-			break
-		}
-		total += k
-		if off >= 0 {
-			off += int64(k)
-		}
-		if k < len(b) {
-			break
-		}
+	var op func(b []byte) (int, vfs.Errno)
+	switch {
+	case write && off >= 0:
+		op = func(b []byte) (int, vfs.Errno) { k, errno := e.d.s.Pwrite(b, off); off += int64(k); return k, errno }
+	case write:
+		op = e.d.s.Write
+	case off >= 0:
+		op = func(b []byte) (int, vfs.Errno) { k, errno := e.d.s.Pread(b, off); off += int64(k); return k, errno }
+	default:
+		op = e.d.s.Read
+	}
+	total, errno := transfer(bufs, op)
+	if errno != ESUCCESS {
+		stack[0] = wasiErr(errno)
+		return
 	}
 	m.put32(pnum, uint32(total))
 	stack[0] = 0

@@ -503,25 +503,14 @@ func (h *Host) msg(mod api.Module, stack []uint64, send bool) {
 		stack[0] = neg(EFAULT)
 		return
 	}
-	total := 0
-	for _, b := range bufs {
-		var n int
-		if send {
-			n, errno = s.Write(b)
-		} else {
-			n, errno = s.Read(b)
-		}
-		if errno != ESUCCESS {
-			if total == 0 {
-				stack[0] = neg(errno)
-				return
-			}
-			break
-		}
-		total += n
-		if n < len(b) {
-			break
-		}
+	op := s.Read
+	if send {
+		op = s.Write
+	}
+	total, errno := transfer(bufs, op)
+	if errno != ESUCCESS {
+		stack[0] = neg(errno)
+		return
 	}
 	if !send {
 		m.put32(hdr+20, 0)
