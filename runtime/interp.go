@@ -14,7 +14,6 @@ import (
 
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/emscripten"
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/pymarshal"
-	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/vfs"
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/wasmgen"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -337,13 +336,6 @@ func (in *Interpreter) call(ctx context.Context, f api.Function, args ...uint64)
 			err = fmt.Errorf("runtime: guest panic: %v", r)
 		}
 		if err != nil {
-			var unsupported *emscripten.UnsupportedError
-			var exit *emscripten.ExitError
-			var abort *emscripten.AbortError
-			switch {
-			case errors.As(err, &unsupported), errors.As(err, &exit), errors.As(err, &abort):
-			default:
-			}
 			in.deadErr = fmt.Errorf("%w: %w", ErrDead, err)
 			err = in.deadErr
 		}
@@ -426,8 +418,6 @@ var stderr io.Writer = osStderr()
 func vfsClock(now func() time.Time) func() int64 {
 	return func() int64 { return now().UnixNano() }
 }
-
-var _ = vfs.New
 
 // PythonVersion is the interpreter's sys.version_info as "3.14.2".
 func (in *Interpreter) PythonVersion() string { return in.version }

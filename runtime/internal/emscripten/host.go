@@ -1,7 +1,6 @@
 package emscripten
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"time"
 
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/vfs"
-	"github.com/tetratelabs/wazero/api"
 )
 
 // Interrupt is where the interpreter's pending signal number is kept; see the
@@ -54,9 +52,6 @@ type Host struct {
 	// Trampoline support, filled in by the runtime after instantiation.
 	arityCache uint32 // guest address of the arity byte cache
 	arityLen   uint32 // entries in the cache
-
-	// tableFunc resolves a table index to its arity; set by the runtime.
-	Arity func(ctx context.Context, mod api.Module, index uint32) int
 }
 
 // New builds a Host.

@@ -93,8 +93,8 @@ func (h *Host) getProgname(_ context.Context, mod api.Module, stack []uint64) {
 }
 
 // _Py_emscripten_runtime() returns a malloc'ed string in the glue; a host
-// function cannot call malloc, so it returns a string kept in static memory
-// by the runtime (see SetRuntimeName), or NULL.
+// function cannot call malloc, so it returns NULL (sys._emscripten_info
+// then reports no runtime name).
 func (h *Host) pyEmscriptenRuntime(_ context.Context, _ api.Module, stack []uint64) {
 	stack[0] = 0
 }
