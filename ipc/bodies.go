@@ -44,9 +44,27 @@ func (e Error) Error() string {
 }
 
 // Initialize (S→W) sets up the Python environment and loads the RLM
-// context. Reply: InitializeReply or Error.
+// context, any value EncodeValue accepts. A context too large for one
+// frame is sent ahead in Stage frames and Staged is set instead. Reply:
+// InitializeReply or Error.
 type Initialize struct {
-	Context string `msgpack:"context"` // bound to the Python variable holding the RLM context
+	Context any    `msgpack:"context"` // bound to the Python variable holding the RLM context
+	Staged  string `msgpack:"staged"`  // "", or how to read the staging buffer instead (see Stage)
+}
+
+// Staging formats: how the bytes a series of Stage frames carried are read.
+const (
+	StagedText  = "text"  // UTF-8 text, which becomes a Python str
+	StagedValue = "value" // the EncodeValue encoding of a value
+)
+
+// Stage (S→W) appends Data to the worker's staging buffer, which the next
+// Initialize or SetVariable whose Staged field names a staging format
+// consumes (and empties). It has no reply. Large values cross the channel
+// this way, as a series of frames each well under MaxFrameSize, so neither
+// side needs the value in one piece before the worker assembles it.
+type Stage struct {
+	Data string `msgpack:"data"` // any bytes: strings are not checked for UTF-8
 }
 
 // InitializeReply (W→S) acknowledges Initialize.
@@ -56,7 +74,19 @@ type InitializeReply struct{}
 // frames and may send BridgeCall requests; it ends with exactly one Result
 // (or Error), all carrying the Execute's ID.
 type Execute struct {
-	Code string `msgpack:"code"` // Python source
+	Code        string `msgpack:"code"`        // Python source
+	Interactive bool   `msgpack:"interactive"` // show a trailing expression's value, like Python's prompt
+}
+
+// Complete (S→W) asks whether Source is complete Python input (see
+// supervisor.Sandbox.IsComplete). Reply: CompleteReply or Error.
+type Complete struct {
+	Source string `msgpack:"source"`
+}
+
+// CompleteReply (W→S) answers Complete.
+type CompleteReply struct {
+	Complete bool `msgpack:"complete"`
 }
 
 // Names of the streams an Output chunk belongs to.
@@ -107,8 +137,9 @@ type GetVariableReply struct {
 // SetVariable (S→W) binds a global Python variable to a value (any value
 // EncodeValue accepts). Reply: SetVariableReply or Error.
 type SetVariable struct {
-	Name  string `msgpack:"name"`
-	Value any    `msgpack:"value"`
+	Name   string `msgpack:"name"`
+	Value  any    `msgpack:"value"`
+	Staged string `msgpack:"staged"` // "", or how to read the staging buffer instead (see Stage)
 }
 
 // SetVariableReply (W→S) acknowledges SetVariable.
@@ -128,7 +159,7 @@ type BridgeCall struct {
 // BridgeReply (S→W) answers a BridgeCall. A non-empty Error is raised as
 // an exception in Python; otherwise Result is returned.
 type BridgeReply struct {
-	Result string `msgpack:"result"`
+	Result any    `msgpack:"result"`
 	Error  string `msgpack:"error"`
 }
 

@@ -29,7 +29,7 @@ func Example() {
 	}
 	fmt.Println(m.Kind, m.ID, ex.Code)
 	// Output:
-	// frame: 00 00 00 16
+	// frame: 00 00 00 23
 	// execute 7 print(6 * 7)
 }
 
@@ -79,7 +79,7 @@ func ExampleEncodeValue() {
 }
 
 func ExampleCheckHello() {
-	err := ipc.CheckHello(ipc.Hello{ProtocolVersion: 2, PythonVersion: "3.12.7"})
+	err := ipc.CheckHello(ipc.Hello{ProtocolVersion: 3, PythonVersion: "3.12.7"})
 	fmt.Println(err)
-	// Output: rlm-worker speaks protocol 2, this supervisor speaks 1: rebuild the worker (make) so both come from the same version
+	// Output: rlm-worker speaks protocol 3, this supervisor speaks 2: rebuild the worker (make) so both come from the same version
 }

@@ -30,6 +30,9 @@ const (
 	KindStats            Kind = 16 // Stats, S→W
 	KindStatsReply       Kind = 17 // StatsReply, W→S
 	KindShutdown         Kind = 18 // Shutdown, S→W, no reply
+	KindStage            Kind = 19 // Stage, S→W, no reply
+	KindComplete         Kind = 20 // Complete, S→W
+	KindCompleteReply    Kind = 21 // CompleteReply, W→S
 )
 
 // kindInfo describes one defined Kind.
@@ -41,7 +44,7 @@ type kindInfo struct {
 // kinds is indexed by Kind; undefined kinds have a nil codec.
 var kinds = buildKinds()
 
-func buildKinds() [KindShutdown + 1]kindInfo {
+func buildKinds() [KindCompleteReply + 1]kindInfo {
 	defs := []struct {
 		kind    Kind
 		name    string
@@ -68,8 +71,11 @@ func buildKinds() [KindShutdown + 1]kindInfo {
 		{KindStats, "stats", Stats{}, false},
 		{KindStatsReply, "stats_reply", StatsReply{}, false},
 		{KindShutdown, "shutdown", Shutdown{}, false},
+		{KindStage, "stage", Stage{}, false},
+		{KindComplete, "complete", Complete{}, false},
+		{KindCompleteReply, "complete_reply", CompleteReply{}, false},
 	}
-	var table [KindShutdown + 1]kindInfo
+	var table [KindCompleteReply + 1]kindInfo
 	for _, d := range defs {
 		c, err := newStructCodec(reflect.TypeOf(d.body), d.lenient)
 		if err != nil {

@@ -40,7 +40,10 @@ var sampleBodies = map[Kind]any{
 	KindStats:       Stats{},
 	KindStatsReply: StatsReply{RSSBytes: 300 << 20, HeapBytes: 12 << 20, LinearMemoryBytes: 256 << 20,
 		Executions: 17, UptimeNanos: math.MaxInt64},
-	KindShutdown: Shutdown{},
+	KindShutdown:      Shutdown{},
+	KindStage:         Stage{Data: "part\xff"},
+	KindComplete:      Complete{Source: "if x:"},
+	KindCompleteReply: CompleteReply{Complete: true},
 }
 
 func bigInt(s string) *big.Int {
@@ -60,8 +63,8 @@ func TestEveryKindHasSample(t *testing.T) {
 			t.Errorf("no sample body for %s", Kind(k))
 		}
 	}
-	if len(sampleBodies) != int(KindShutdown) {
-		t.Errorf("%d samples for %d kinds", len(sampleBodies), KindShutdown)
+	if len(sampleBodies) != int(KindCompleteReply) {
+		t.Errorf("%d samples for %d kinds", len(sampleBodies), KindCompleteReply)
 	}
 }
 
@@ -251,7 +254,7 @@ func TestDecodeErrors(t *testing.T) {
 
 func TestDecodeHelloLenient(t *testing.T) {
 	frame := mp(t, []any{KindHello, 0, map[string]any{
-		"proto": 2, "python": "3.13.0", "pyodide": "0.28.0", "pid": 99,
+		"proto": ProtocolVersion + 1, "python": "3.13.0", "pyodide": "0.28.0", "pid": 99,
 		"new_field": map[string]any{"nested": []any{1, 2, 3}},
 	}})
 	m, err := Decode(frame)
@@ -259,7 +262,7 @@ func TestDecodeHelloLenient(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := m.Body.(Hello)
-	if h.ProtocolVersion != 2 || h.PID != 99 {
+	if h.ProtocolVersion != ProtocolVersion+1 || h.PID != 99 {
 		t.Fatalf("got %+v", h)
 	}
 	if err := CheckHello(h); !errors.Is(err, ErrProtocolMismatch) {
@@ -278,7 +281,7 @@ func TestWireInterop(t *testing.T) {
 	if err := msgpack.Unmarshal(frame, &env); err != nil {
 		t.Fatal(err)
 	}
-	want := []any{int8(KindExecute), int8(9), map[string]any{"code": "x = 1"}}
+	want := []any{int8(KindExecute), int8(9), map[string]any{"code": "x = 1", "interactive": false}}
 	if !reflect.DeepEqual(env, want) {
 		t.Fatalf("reference decoder saw %#v, want %#v", env, want)
 	}

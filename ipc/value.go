@@ -74,6 +74,16 @@ func EncodeValue(v any) ([]byte, error) {
 	return w.b, nil
 }
 
+// EncodeStagedValue is EncodeValue without the MaxFrameSize limit, for a
+// value too large for one frame, which is sent in Stage frames.
+func EncodeStagedValue(v any) ([]byte, error) {
+	var w writer
+	if err := w.value(v, 0); err != nil {
+		return nil, fmt.Errorf("ipc: encode value: %w", err)
+	}
+	return w.b, nil
+}
+
 // DecodeValue decodes exactly one msgpack value, as written by
 // EncodeValue, into its canonical Go form:
 //

@@ -8,31 +8,54 @@ def _rlm_boot():
     mod = type(sys)("_rlm")
     sys.modules["_rlm"] = mod
     ch = os.open("/dev/rlm", os.O_RDWR)
+    bch = os.open("/dev/rlm-bridge", os.O_RDWR)
     main = sys.modules["__main__"]
     g = main.__dict__
     sources = {}
-    state = {"cell": 0}
+    # helpers: the RLM names bound again before each execution;
+    # context: the value the host last set (what search_context searches).
+    state = {"cell": 0, "helpers": {}, "context": None, "context_text": None}
 
-    def recv():
-        # An 8-byte length, then the request: reads allocate no more than
-        # the request needs, so a nearly full heap can still be served.
-        n = int.from_bytes(os.read(ch, 8), "little")
-        data = os.read(ch, n)
+    def readn(fd, n):
+        # Reads exactly n bytes, allocating no more than they need, so a
+        # nearly full heap can still be served.
+        data = os.read(fd, n)
         if len(data) < n:
             parts = [data]
-            while n > len(data):
-                b = os.read(ch, n - len(data))
+            got = len(data)
+            while got < n:
+                b = os.read(fd, n - got)
                 if not b:
                     break
                 parts.append(b)
-                n -= len(b)
+                got += len(b)
             data = b"".join(parts)
-        return marshal.loads(data)
+        return data
+
+    def recv():
+        # An 8-byte length, then the request.
+        n = int.from_bytes(os.read(ch, 8), "little")
+        return marshal.loads(readn(ch, n))
 
     def send(obj):
         data = memoryview(marshal.dumps(obj))
         while data:
             data = data[os.write(ch, data):]
+
+    def bridge(method, calls):
+        # Runs host calls (a list of argument tuples) and returns their
+        # results in order, each (0, value) or (1, error message).
+        data = marshal.dumps((method, calls))
+        data = memoryview(len(data).to_bytes(8, "little") + data)
+        while data:
+            data = data[os.write(bch, data):]
+        n = int.from_bytes(readn(bch, 8), "little")
+        r = marshal.loads(readn(bch, n))
+        if r[0] == 2:
+            raise KeyboardInterrupt
+        return r[1]
+
+    mod.bridge = bridge
 
     def flush():
         for f in (sys.stdout, sys.stderr):
@@ -52,20 +75,34 @@ def _rlm_boot():
         for name, src in sources.items():
             linecache.cache[name] = (len(src), None, src.splitlines(True), name)
         tb = e.__traceback__
-        while tb is not None and tb.tb_frame.f_code in (run.__code__, execute.__code__):
+        skip = {run.__code__, execute.__code__}
+        if "ast" in sys.modules:
+            skip.add(sys.modules["ast"].parse.__code__)
+        while tb is not None and tb.tb_frame.f_code in skip:
             tb = tb.tb_next
         try:
             return "".join(traceback.format_exception(type(e), e, tb))
         except BaseException:
             return "%s: %s\n" % (type(e).__name__, message(e))
 
-    def execute(src):
+    def execute(src, interactive):
         state["cell"] += 1
         name = "<cell-%d>" % state["cell"]
         sources[name] = src
+        g.update(state["helpers"])
         try:
-            code = compile(src, name, "exec", dont_inherit=True)
-            exec(code, g)
+            if interactive:
+                import ast
+                tree = ast.parse(src, name, "exec")
+                last = None
+                if tree.body and isinstance(tree.body[-1], ast.Expr):
+                    last = ast.Interactive(body=[tree.body.pop()])
+                exec(compile(tree, name, "exec", dont_inherit=True), g)
+                if last is not None:
+                    exec(compile(last, name, "single", dont_inherit=True), g)
+            else:
+                code = compile(src, name, "exec", dont_inherit=True)
+                exec(code, g)
         except BaseException as e:
             flush()
             return (1, type(e).__name__, message(e), tb_text(e))
@@ -132,14 +169,67 @@ def _rlm_boot():
             r = (2, type(e).__name__, message(e))
         send(r)
 
+    def set_context(v):
+        g["context"] = v
+        state["context"] = v
+        state["context_text"] = None
+
+    def context_text():
+        # The text search_context searches: the context itself, or the
+        # JSON text of a context that is not a str (computed once).
+        v = state["context"]
+        if isinstance(v, str):
+            return v
+        if state["context_text"] is None:
+            import json
+            state["context_text"] = "" if v is None else json.dumps(v, ensure_ascii=False, default=repr)
+        return state["context_text"]
+
+    mod.context_text = context_text
+    mod.context = lambda: state["context"]
+    mod.plain = lambda v: plain(v, 0, set())
+
+    def complete(src):
+        import codeop
+        try:
+            return codeop.compile_command(src, "<input>", "single") is not None
+        except (SyntaxError, ValueError, OverflowError):
+            return True
+
+    def install(src):
+        rlm = type(sys)("rlm")
+        rlm.__file__ = "<rlm>"
+        sources["<rlm>"] = src
+        sys.modules["rlm"] = rlm
+        exec(compile(src, "<rlm>", "exec", dont_inherit=True), rlm.__dict__)
+        state["helpers"] = {k: getattr(rlm, k) for k in rlm.__all__}
+        g.update(state["helpers"])
+
+    def text(n):
+        return readn(ch, n).decode("utf-8", "replace")
+
     def serve(req):
         op = req[0]
         if op == "exec":
-            r = execute(req[1])
+            r = execute(req[1], req[2])
         elif op == "get":
             r = get(req[1])
         elif op == "set":
             g[req[1]] = req[2]
+            r = (0,)
+        elif op == "set-text":
+            g[req[1]] = text(req[2])
+            r = (0,)
+        elif op == "ctx":
+            set_context(req[2])
+            r = (0,)
+        elif op == "ctx-text":
+            set_context(text(req[2]))
+            r = (0,)
+        elif op == "complete":
+            r = (complete(req[1]),)
+        elif op == "rlm":
+            install(req[1])
             r = (0,)
         elif op == "version":
             r = ("%d.%d.%d" % sys.version_info[:3],)

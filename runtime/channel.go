@@ -7,16 +7,27 @@ import (
 )
 
 // channel is the device /dev/rlm through which the Go host and the guest's
-// _rlm module exchange requests and replies. The host fills req before a
-// call; the guest reads it to the end, then writes its reply.
+// _rlm module exchange requests and replies. The host loads a request
+// before a call; the guest reads it to the end, then writes its reply.
+//
+// A request is an 8-byte little-endian length, the marshal-encoded request,
+// and optionally raw bytes the request announces (large text, which then
+// reaches the guest without a marshal copy).
 type channel struct {
-	req  []byte
+	req  [][]byte // what is left to read, in order
 	resp []byte
 }
 
 func (c *channel) Read(p []byte) (int, vfs.Errno) {
-	n := copy(p, c.req)
-	c.req = c.req[n:]
+	n := 0
+	for n < len(p) && len(c.req) > 0 {
+		k := copy(p[n:], c.req[0])
+		n += k
+		if c.req[0] = c.req[0][k:]; len(c.req[0]) == 0 {
+			c.req[0] = nil
+			c.req = c.req[1:]
+		}
+	}
 	return n, vfs.ESUCCESS
 }
 
@@ -25,9 +36,15 @@ func (c *channel) Write(p []byte) (int, vfs.Errno) {
 	return len(p), vfs.ESUCCESS
 }
 
-// reset loads a request, prefixed with its length.
-func (c *channel) reset(req []byte) {
-	c.req = binary.LittleEndian.AppendUint64(make([]byte, 0, 8+len(req)), uint64(len(req)))
-	c.req = append(c.req, req...)
+// reset loads a request, prefixed with its length, followed by raw (which
+// the channel references, not copies).
+func (c *channel) reset(req []byte, raw []byte) {
+	c.req = [][]byte{binary.LittleEndian.AppendUint64(nil, uint64(len(req))), req}
+	if len(raw) > 0 {
+		c.req = append(c.req, raw)
+	}
 	c.resp = c.resp[:0]
 }
+
+// clear drops what the guest did not read.
+func (c *channel) clear() { c.req = nil }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"time"
+	"unsafe"
 
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/pymarshal"
 )
@@ -36,6 +37,8 @@ type Result struct {
 	Error *PythonError
 	// Duration is the wall time of the execution.
 	Duration time.Duration
+	// BridgeCalls counts the calls the code made to Config.Bridge.
+	BridgeCalls int
 }
 
 // Value types that Get returns and Set accepts, besides nil, bool, int64,
@@ -57,13 +60,30 @@ type (
 // in Result.Error, not as an error; errors are for the interpreter itself
 // (closed, dead) and for bad arguments. When ctx is done while code runs,
 // KeyboardInterrupt is raised in it.
+//
+// Before the code runs, the RLM helpers (llm_query, rlm_query, their
+// batched forms, chunk_text, search_context, BridgeError) are bound again
+// in __main__, so code that rebound one of them cannot break later
+// executions.
 func (in *Interpreter) Exec(ctx context.Context, code string, out Output) (*Result, error) {
-	req, err := pymarshal.Encode(pymarshal.Tuple{"exec", code})
+	return in.exec(ctx, code, false, out)
+}
+
+// ExecInteractive is Exec the way Python's interactive prompt runs code:
+// when the last statement is an expression, its value is shown with
+// sys.displayhook (its repr on stdout unless it is None) and bound to _.
+func (in *Interpreter) ExecInteractive(ctx context.Context, code string, out Output) (*Result, error) {
+	return in.exec(ctx, code, true, out)
+}
+
+func (in *Interpreter) exec(ctx context.Context, code string, interactive bool, out Output) (*Result, error) {
+	req, err := pymarshal.Encode(pymarshal.Tuple{"exec", code, interactive})
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	reply, err := in.request(ctx, req, out)
+	var calls int
+	reply, err := in.requestRaw(ctx, req, nil, out, &calls)
 	d := time.Since(start)
 	if err != nil {
 		return nil, err
@@ -73,7 +93,7 @@ func (in *Interpreter) Exec(ctx context.Context, code string, out Output) (*Resu
 	if !ok || len(t) == 0 {
 		return nil, fmt.Errorf("runtime: malformed reply %v", reply)
 	}
-	res := &Result{Duration: d}
+	res := &Result{Duration: d, BridgeCalls: calls}
 	if code, _ := t[0].(int64); code == 1 && len(t) == 4 {
 		pe := &PythonError{}
 		pe.Type, _ = t[1].(string)
@@ -83,6 +103,28 @@ func (in *Interpreter) Exec(ctx context.Context, code string, out Output) (*Resu
 	}
 	return res, nil
 }
+
+// IsComplete reports whether source is complete Python input, as the
+// interactive prompt decides between ">>>" and "...": false means more
+// lines are needed. Input with a syntax error counts as complete.
+func (in *Interpreter) IsComplete(ctx context.Context, source string) (bool, error) {
+	req, err := pymarshal.Encode(pymarshal.Tuple{"complete", source})
+	if err != nil {
+		return false, err
+	}
+	reply, err := in.request(ctx, req, Output{})
+	if err != nil {
+		return false, err
+	}
+	t, ok := reply.([]any)
+	if !ok || len(t) != 1 {
+		return false, fmt.Errorf("runtime: malformed reply %v", reply)
+	}
+	return t[0] == true, nil
+}
+
+// Executions counts the Exec and ExecInteractive calls that ran code.
+func (in *Interpreter) Executions() int64 { return in.execs.Load() }
 
 // Get returns the value of the global name of __main__, converted to Go
 // (see the Value types); objects of other types come back as their repr()
@@ -111,11 +153,36 @@ func (in *Interpreter) Get(ctx context.Context, name string) (v any, found bool,
 
 // Set binds the global name of __main__ to v converted to Python.
 func (in *Interpreter) Set(ctx context.Context, name string, v any) error {
-	req, err := pymarshal.Encode(pymarshal.Tuple{"set", name, v})
+	return in.set(ctx, "set", name, v)
+}
+
+// SetContext binds the global `context` to v converted to Python, and makes
+// v the text search_context searches (a value that is not a str is
+// searched as its JSON text). Later executions may rebind `context`;
+// search_context still searches the value set here.
+func (in *Interpreter) SetContext(ctx context.Context, v any) error {
+	return in.set(ctx, "ctx", "context", v)
+}
+
+// rawTextMin is the size from which a string crosses to the guest as raw
+// bytes after the request instead of inside its marshal data.
+const rawTextMin = 64 << 10
+
+func (in *Interpreter) set(ctx context.Context, op, name string, v any) error {
+	var req, raw []byte
+	var err error
+	if s, ok := v.(string); ok && len(s) >= rawTextMin {
+		// The channel reads the string's bytes in place: no copy of a
+		// large text is made on the Go side.
+		raw = unsafe.Slice(unsafe.StringData(s), len(s))
+		req, err = pymarshal.Encode(pymarshal.Tuple{op + "-text", name, int64(len(s))})
+	} else {
+		req, err = pymarshal.Encode(pymarshal.Tuple{op, name, v})
+	}
 	if err != nil {
 		return err
 	}
-	_, err = in.request(ctx, req, Output{})
+	_, err = in.requestRaw(ctx, req, raw, Output{}, nil)
 	return err
 }
 
@@ -133,12 +200,23 @@ func (e *RequestError) Error() string {
 var ErrInterrupted = errors.New("runtime: interrupted")
 
 func (in *Interpreter) request(ctx context.Context, req []byte, out Output) (any, error) {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return in.requestLocked(ctx, req, out)
+	return in.requestRaw(ctx, req, nil, out, nil)
 }
 
-func (in *Interpreter) requestLocked(ctx context.Context, req []byte, out Output) (any, error) {
+// requestRaw sends a request followed by raw bytes it announces, and
+// stores in calls the number of bridge calls made while serving it.
+func (in *Interpreter) requestRaw(ctx context.Context, req, raw []byte, out Output, calls *int) (any, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.bridgeCalls = 0
+	v, err := in.requestLocked(ctx, req, raw, out)
+	if calls != nil {
+		*calls = in.bridgeCalls
+	}
+	return v, err
+}
+
+func (in *Interpreter) requestLocked(ctx context.Context, req, raw []byte, out Output) (any, error) {
 	if in.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -150,8 +228,11 @@ func (in *Interpreter) requestLocked(ctx context.Context, req []byte, out Output
 	}
 	stop := context.AfterFunc(ctx, func() { in.intr.Swap(SIGINT) })
 	in.host.SetOutput(out.Stdout, out.Stderr)
-	in.channel.reset(req)
+	in.channel.reset(req, raw)
+	in.reqCtx = ctx
 	_, err := in.call(ctx, in.fns.runSimple, uint64(in.runPtr))
+	in.reqCtx = nil
+	in.channel.clear()
 	interrupted := !stop()
 	in.host.SetOutput(nil, nil)
 	if in.closed.Load() {

@@ -39,5 +39,8 @@ func (in *Interpreter) buildFS(cfg Config) (*vfs.FS, error) {
 	if e := fs.AddDevice("/dev/rlm", in.channel, 0o600); e != vfs.ESUCCESS {
 		return nil, e
 	}
+	if e := fs.AddDevice("/dev/rlm-bridge", &bridgeDevice{in: in, fn: cfg.Bridge}, 0o600); e != vfs.ESUCCESS {
+		return nil, e
+	}
 	return fs, nil
 }

@@ -23,6 +23,9 @@ import (
 //go:embed boot.py
 var bootPy string
 
+//go:embed rlm.py
+var rlmPy string
+
 // Config configures an Interpreter. The zero value is usable: every field
 // has a documented default.
 type Config struct {
@@ -48,6 +51,10 @@ type Config struct {
 	Notice io.Writer
 	// Now is the guest's wall clock. Default: time.Now.
 	Now func() time.Time
+	// Bridge answers the calls Python makes to the host: llm_query,
+	// rlm_query and their batched forms. Nil: those calls raise
+	// BridgeError.
+	Bridge BridgeFunc
 }
 
 // Interpreter is one CPython interpreter with its own memory, file system
@@ -69,8 +76,11 @@ type Interpreter struct {
 	kill    context.CancelFunc
 	version string
 	execs   atomic.Int64
-	stdlib  []byte // the bytecode-compiled stdlib zip, or nil for the source one
-	timings bootTimings
+	reqCtx  context.Context // the context of the request being served
+	// bridgeCalls counts the bridge calls of the request being served.
+	bridgeCalls int
+	stdlib      []byte // the bytecode-compiled stdlib zip, or nil for the source one
+	timings     bootTimings
 }
 
 // bootTimings records where New spends its time (for benchmarks).
@@ -264,11 +274,18 @@ func (in *Interpreter) boot(ctx context.Context, cfg Config) error {
 	defer in.mu.Unlock()
 	defer func() { in.timings.initialize = time.Since(t0) }()
 	req, _ := pymarshal.Encode(pymarshal.Tuple{"version"})
-	v, err := in.requestLocked(ctx, req, Output{})
+	v, err := in.requestLocked(ctx, req, nil, Output{})
 	if t, ok := v.([]any); err == nil && ok && len(t) == 1 {
 		in.version, _ = t[0].(string)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	req, _ = pymarshal.Encode(pymarshal.Tuple{"rlm", rlmPy})
+	if _, err := in.requestLocked(ctx, req, nil, Output{}); err != nil {
+		return fmt.Errorf("runtime: install the RLM helpers: %w", err)
+	}
+	return nil
 }
 
 // unwrapHostModule returns the module instance inside the wrapper wazero

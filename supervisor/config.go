@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -38,23 +39,34 @@ func (m WorkerMode) String() string {
 const (
 	DefaultTimeout         = 30 * time.Second
 	DefaultGracePeriod     = 2 * time.Second
-	DefaultMaxOutputLength = 100_000
+	DefaultMaxOutputLength = 50_000
 	DefaultStartTimeout    = 60 * time.Second
+	// DefaultMaxBridgeConcurrency bounds how many host callbacks one
+	// llm_query_batched or rlm_query_batched call runs at once.
+	DefaultMaxBridgeConcurrency = 8
 )
 
 // Config configures a sandbox. Every zero field takes the default its
 // comment names.
 type Config struct {
-	// Timeout bounds each Execute. At Timeout the code gets a
-	// KeyboardInterrupt; if it has not returned GracePeriod later it is
-	// killed. Default: DefaultTimeout (30 s). Negative: no timeout.
+	// Timeout bounds the time each Execute spends running Python. Time
+	// spent waiting for the host to answer llm_query or rlm_query does not
+	// count, so an agent making many slow LLM calls does not time out for
+	// that (see WallTimeout). At Timeout the code gets a KeyboardInterrupt;
+	// if it has not returned GracePeriod later it is killed. Default:
+	// DefaultTimeout (30 s). Negative: no timeout.
 	Timeout time.Duration
+	// WallTimeout, when positive, bounds the whole of each Execute, bridge
+	// waits included, and ends it the way Timeout does. Default: none.
+	WallTimeout time.Duration
 	// GracePeriod is how long interrupted code may take to return before it
 	// is killed. Default: DefaultGracePeriod (2 s).
 	GracePeriod time.Duration
-	// MaxOutputLength caps the stdout and stderr an Execute returns, in
-	// bytes; longer output is truncated with a notice. Default:
-	// DefaultMaxOutputLength. Negative: no limit.
+	// MaxOutputLength caps, in characters, each of the stdout and stderr
+	// an Execute returns. Longer output keeps its first and last
+	// MaxOutputLength/2 characters around a notice saying how many were
+	// omitted, and costs bounded memory however much the code prints.
+	// Default: DefaultMaxOutputLength (50,000). Negative: no limit.
 	MaxOutputLength int
 	// UseWorker chooses worker or direct mode. Default: WorkerAuto.
 	UseWorker WorkerMode
@@ -75,8 +87,26 @@ type Config struct {
 	// it raise MemoryError. Default: 0, the wasm32 limit of 4 GiB.
 	MemoryLimit uint64
 	// OnStdout and OnStderr, when set, receive each line Python writes, as
-	// it is written (without the newline).
+	// it is written (without the newline). They are called from one
+	// goroutine at a time per stream, in order; a very long line arrives in
+	// pieces of at most 64 KiB.
 	OnStdout, OnStderr func(line string)
+	// OnLLMQuery answers Python's llm_query(prompt), and each prompt of
+	// llm_query_batched. An error it returns is raised in Python as
+	// BridgeError with the error's message. Its ctx is cancelled when the
+	// execution is cancelled or times out; Python then gets
+	// KeyboardInterrupt at once, without waiting for the callback. Nil:
+	// llm_query raises BridgeError saying no host callback is set.
+	OnLLMQuery func(ctx context.Context, prompt string) (string, error)
+	// OnRLMQuery answers Python's rlm_query(task, ctx=None) and each task
+	// of rlm_query_batched, like OnLLMQuery. context is the ctx argument
+	// converted to Go (as GetVariable converts values) or, when Python
+	// omitted it, the sandbox's current context: the value last passed to
+	// Initialize (the very value, not a copy).
+	OnRLMQuery func(ctx context.Context, task string, context any) (string, error)
+	// MaxBridgeConcurrency bounds how many host callbacks run at once for
+	// the batched bridges. Default: DefaultMaxBridgeConcurrency (8).
+	MaxBridgeConcurrency int
 	// Logger receives the supervisor's logs and the worker's. Default: a
 	// logger that discards.
 	Logger *slog.Logger
@@ -91,6 +121,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxOutputLength == 0 {
 		c.MaxOutputLength = DefaultMaxOutputLength
+	}
+	if c.MaxBridgeConcurrency <= 0 {
+		c.MaxBridgeConcurrency = DefaultMaxBridgeConcurrency
 	}
 	if c.StartTimeout <= 0 {
 		c.StartTimeout = DefaultStartTimeout

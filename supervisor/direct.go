@@ -18,12 +18,14 @@ import (
 // destroyed interpreter goes back to the Go heap, not necessarily to the OS.
 // A worker sandbox has neither limit.
 type direct struct {
-	cfg    Config
-	info   Info
-	in     *runtime.Interpreter
-	intr   *runtime.AtomicInterrupt
-	sem    chan struct{}
-	inited atomic.Bool
+	cfg     Config
+	info    Info
+	in      *runtime.Interpreter
+	intr    *runtime.AtomicInterrupt
+	sem     chan struct{}
+	inited  atomic.Bool
+	bridges *bridges
+	started time.Time
 
 	mu      sync.Mutex
 	running *run // the Execute in progress, if any
@@ -31,25 +33,23 @@ type direct struct {
 	closed  bool
 }
 
-// run is one Execute in progress; stop ends it for a reason.
-type run struct {
-	once   sync.Once
-	reason chan error // receives ErrTimeout or ErrCanceled once
-}
-
-func (r *run) stop(reason error) {
-	r.once.Do(func() { r.reason <- reason })
-}
-
 func newDirect(ctx context.Context, cfg Config, reason string) (*direct, error) {
 	intr := &runtime.AtomicInterrupt{}
+	d := &direct{cfg: cfg, intr: intr, sem: make(chan struct{}, 1), bridges: newBridges(cfg)}
 	rc := cfg.runtimeConfig()
 	rc.Interrupt = intr
+	rc.Bridge = func(_ context.Context, method string, args []any) (any, error) {
+		d.mu.Lock()
+		r := d.running
+		d.mu.Unlock()
+		return d.bridges.call(r, method, args)
+	}
 	in, err := runtime.New(ctx, rc)
 	if err != nil {
 		return nil, fmt.Errorf("supervisor: start interpreter: %w", err)
 	}
-	d := &direct{cfg: cfg, in: in, intr: intr, sem: make(chan struct{}, 1)}
+	d.in = in
+	d.started = time.Now()
 	d.info = Info{Reason: reason, PythonVersion: in.PythonVersion(), PyodideVersion: runtime.PyodideVersion}
 	cfg.Logger.Info("sandbox started", "mode", "direct", "reason", reason)
 	return d, nil
@@ -85,19 +85,28 @@ func (d *direct) usable() error {
 	return d.dead
 }
 
-func (d *direct) Initialize(ctx context.Context, text string) error {
+func (d *direct) Initialize(ctx context.Context, value any) error {
+	v, err := pythonValue(value)
+	if err != nil {
+		return fmt.Errorf("supervisor: initialize: context: %w", err)
+	}
 	if err := d.acquire(ctx); err != nil {
 		return err
 	}
 	defer d.release()
-	if err := d.in.Set(ctx, "context", text); err != nil {
+	if err := d.in.SetContext(ctx, v); err != nil {
 		return d.fail("initialize", err)
 	}
+	d.bridges.setContext(value)
 	d.inited.Store(true)
 	return nil
 }
 
-func (d *direct) SetVariable(ctx context.Context, name string, v any) error {
+func (d *direct) SetVariable(ctx context.Context, name string, value any) error {
+	v, err := pythonValue(value)
+	if err != nil {
+		return fmt.Errorf("supervisor: set variable %s: %w", name, err)
+	}
 	if err := d.acquire(ctx); err != nil {
 		return err
 	}
@@ -105,8 +114,16 @@ func (d *direct) SetVariable(ctx context.Context, name string, v any) error {
 	if !d.inited.Load() {
 		return ErrNotInitialized
 	}
-	if err := d.in.Set(ctx, name, v); err != nil {
+	if name == "context" {
+		err = d.in.SetContext(ctx, v)
+	} else {
+		err = d.in.Set(ctx, name, v)
+	}
+	if err != nil {
 		return d.fail("set variable", err)
+	}
+	if name == "context" {
+		d.bridges.setContext(value)
 	}
 	return nil
 }
@@ -127,6 +144,14 @@ func (d *direct) GetVariable(ctx context.Context, name string) (any, bool, error
 }
 
 func (d *direct) Execute(ctx context.Context, code string) (*CodeExecution, error) {
+	return d.execute(ctx, code, false)
+}
+
+func (d *direct) ExecuteInteractive(ctx context.Context, code string) (*CodeExecution, error) {
+	return d.execute(ctx, code, true)
+}
+
+func (d *direct) execute(ctx context.Context, code string, interactive bool) (*CodeExecution, error) {
 	if err := d.acquire(ctx); err != nil {
 		return nil, err
 	}
@@ -134,7 +159,8 @@ func (d *direct) Execute(ctx context.Context, code string) (*CodeExecution, erro
 	if !d.inited.Load() {
 		return nil, ErrNotInitialized
 	}
-	r := &run{reason: make(chan error, 1)}
+	r := newRun(d.cfg.Timeout)
+	defer r.end()
 	d.mu.Lock()
 	d.running = r
 	d.mu.Unlock()
@@ -153,22 +179,25 @@ func (d *direct) Execute(ctx context.Context, code string) (*CodeExecution, erro
 	var why error // written by the watchdog, read after it exits
 	go func() {   // watchdog: interrupt on timeout or cancel, kill after grace
 		defer close(exited)
-		var timeout <-chan time.Time
-		if d.cfg.Timeout > 0 {
-			t := time.NewTimer(d.cfg.Timeout)
+		var wall <-chan time.Time
+		if d.cfg.WallTimeout > 0 {
+			t := time.NewTimer(d.cfg.WallTimeout)
 			defer t.Stop()
-			timeout = t.C
+			wall = t.C
 		}
 		select {
 		case <-done:
 			return
-		case <-timeout:
-			why = ErrTimeout
+		case <-r.clock.expired:
+			why = fmt.Errorf("%w (ran Python for %v)", ErrTimeout, d.cfg.Timeout)
+		case <-wall:
+			why = fmt.Errorf("%w (wall timeout of %v)", ErrTimeout, d.cfg.WallTimeout)
 		case <-ctx.Done():
 			why = fmt.Errorf("%w: %w", ErrCanceled, context.Cause(ctx))
 		case why = <-r.reason:
 		}
 		interrupt()
+		r.cancel() // bridge callbacks, after the interrupt so that they see it
 		grace := time.NewTimer(d.cfg.GracePeriod)
 		defer grace.Stop()
 		select {
@@ -179,13 +208,22 @@ func (d *direct) Execute(ctx context.Context, code string) (*CodeExecution, erro
 		}
 	}()
 	start := time.Now()
-	res, err := d.in.Exec(execCtx, code, runtime.Output{Stdout: stdout, Stderr: stderr})
+	out := runtime.Output{Stdout: stdout, Stderr: stderr}
+	var res *runtime.Result
+	var err error
+	if interactive {
+		res, err = d.in.ExecInteractive(execCtx, code, out)
+	} else {
+		res, err = d.in.Exec(execCtx, code, out)
+	}
 	close(done)
 	<-exited
 	ce := &CodeExecution{Code: code, Duration: time.Since(start)}
+	ce.PythonDuration = r.clock.stop()
+	ce.BridgeCalls = int(r.calls.Load())
 	ce.Stdout, ce.Stderr = stdout.String(), stderr.String()
+	ce.Truncated = stdout.truncated() || stderr.truncated()
 	if res != nil {
-		ce.Duration = res.Duration
 		if res.Error != nil {
 			ce.Error, ce.ErrorType, ce.Traceback = res.Error.Error(), res.Error.Type, res.Error.Traceback
 		}
@@ -205,6 +243,29 @@ func (d *direct) Execute(ctx context.Context, code string) (*CodeExecution, erro
 		return ce, why
 	}
 	return ce, nil
+}
+
+func (d *direct) IsComplete(ctx context.Context, source string) (bool, error) {
+	if err := d.acquire(ctx); err != nil {
+		return false, err
+	}
+	defer d.release()
+	ok, err := d.in.IsComplete(ctx, source)
+	if err != nil {
+		return false, d.fail("is complete", err)
+	}
+	return ok, nil
+}
+
+func (d *direct) Stats(ctx context.Context) (Stats, error) {
+	if err := d.usable(); err != nil {
+		return Stats{}, err
+	}
+	return Stats{
+		LinearMemoryBytes: d.in.MemorySize(),
+		Executions:        uint64(d.in.Executions()),
+		Uptime:            time.Since(d.started),
+	}, nil
 }
 
 // fail turns a runtime error into the supervisor's.

@@ -20,8 +20,8 @@ func (m *managed) backend() backend {
 	return m.b
 }
 
-func (m *managed) Initialize(ctx context.Context, text string) error {
-	return m.backend().Initialize(ctx, text)
+func (m *managed) Initialize(ctx context.Context, value any) error {
+	return m.backend().Initialize(ctx, value)
 }
 
 func (m *managed) Execute(ctx context.Context, code string) (*CodeExecution, error) {
@@ -70,4 +70,16 @@ func (m *managed) Restart(ctx context.Context) error {
 	old.Destroy()
 	m.cfg.Logger.Info("sandbox restarted", "worker", nb.Info().Worker)
 	return nil
+}
+
+func (m *managed) ExecuteInteractive(ctx context.Context, code string) (*CodeExecution, error) {
+	return m.backend().ExecuteInteractive(ctx, code)
+}
+
+func (m *managed) IsComplete(ctx context.Context, source string) (bool, error) {
+	return m.backend().IsComplete(ctx, source)
+}
+
+func (m *managed) Stats(ctx context.Context) (Stats, error) {
+	return m.backend().Stats(ctx)
 }

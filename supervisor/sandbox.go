@@ -11,14 +11,32 @@ import (
 // Calls on one sandbox are serialised: a call made while another runs waits
 // for it (or for its own context). Cancel and Destroy never wait.
 type Sandbox interface {
-	// Initialize makes text the Python global `context`. It may be called
-	// again to replace it.
-	Initialize(ctx context.Context, text string) error
+	// Initialize makes value the Python global `context`: a string
+	// becomes a str, and any JSON-like Go value (maps with string keys,
+	// slices, numbers, bools, nil, and values encoding/json can marshal)
+	// becomes the matching Python object. It may be called again to
+	// replace it. Large strings (hundreds of MB) are fine: they reach
+	// Python without being turned into Python source, and the sandbox
+	// keeps a reference to value, not a copy (rlm_query passes it to
+	// OnRLMQuery).
+	Initialize(ctx context.Context, value any) error
 	// Execute runs code in the persistent __main__ namespace. A Python
 	// exception is reported in the CodeExecution, not as an error. On
 	// timeout or cancellation it returns the CodeExecution so far (with
 	// what was printed) and an error matching ErrTimeout or ErrCanceled.
 	Execute(ctx context.Context, code string) (*CodeExecution, error)
+	// ExecuteInteractive is Execute the way Python's interactive prompt
+	// runs code: when the code's last statement is an expression, its
+	// value is shown through sys.displayhook (its repr on stdout, nothing
+	// for None) and bound to _.
+	ExecuteInteractive(ctx context.Context, code string) (*CodeExecution, error)
+	// IsComplete reports whether source is complete Python input, as
+	// Python's prompt decides between ">>>" and "...": false means more
+	// lines are needed (an open block, bracket or string). Input with a
+	// syntax error counts as complete: executing it reports the error.
+	IsComplete(ctx context.Context, source string) (bool, error)
+	// Stats reports the sandbox's resource use.
+	Stats(ctx context.Context) (Stats, error)
 	// GetVariable returns a global of __main__ converted to Go (see
 	// runtime.Interpreter.Get for the types); found is false when there is
 	// no such global.
@@ -52,6 +70,21 @@ type Info struct {
 	PythonVersion, PyodideVersion string
 }
 
+// Stats is a sandbox's resource use.
+type Stats struct {
+	// Worker and PID as in Info.
+	Worker bool
+	PID    int
+	// RSSBytes is the worker process's resident memory (0 in direct mode).
+	RSSBytes uint64
+	// LinearMemoryBytes is the size of the interpreter's WebAssembly memory.
+	LinearMemoryBytes uint64
+	// Executions counts the executions run so far.
+	Executions uint64
+	// Uptime is the time since the interpreter started.
+	Uptime time.Duration
+}
+
 // CodeExecution is the result of Execute.
 type CodeExecution struct {
 	Code   string
@@ -63,5 +96,15 @@ type CodeExecution struct {
 	ErrorType string
 	// Traceback is the formatted traceback, without colour codes.
 	Traceback string
-	Duration  time.Duration
+	// Duration is the wall time of the execution.
+	Duration time.Duration
+	// PythonDuration is the part of Duration spent running Python, that
+	// is, not waiting for bridge callbacks; it is what Config.Timeout
+	// bounds.
+	PythonDuration time.Duration
+	// BridgeCalls counts the host callbacks Python made (each item of a
+	// batched call counts).
+	BridgeCalls int
+	// Truncated is true when Stdout or Stderr was cut to MaxOutputLength.
+	Truncated bool
 }

@@ -36,8 +36,11 @@ func NewDirect(ctx context.Context, cfg Config) (Sandbox, error) {
 
 // backend is a sandbox implementation; managed adds Restart on top.
 type backend interface {
-	Initialize(ctx context.Context, text string) error
+	Initialize(ctx context.Context, value any) error
 	Execute(ctx context.Context, code string) (*CodeExecution, error)
+	ExecuteInteractive(ctx context.Context, code string) (*CodeExecution, error)
+	IsComplete(ctx context.Context, source string) (bool, error)
+	Stats(ctx context.Context) (Stats, error)
 	GetVariable(ctx context.Context, name string) (any, bool, error)
 	SetVariable(ctx context.Context, name string, value any) error
 	Cancel()

@@ -30,6 +30,8 @@ type workerSandbox struct {
 	w      *ipc.Writer
 	sem    chan struct{}
 	inited atomic.Bool
+	// bridges answers the running code's bridge calls.
+	bridges *bridges
 
 	mu      sync.Mutex
 	nextID  uint64
@@ -103,6 +105,7 @@ func newWorker(ctx context.Context, cfg Config) (*workerSandbox, error) {
 	s := &workerSandbox{
 		cfg: cfg, cmd: cmd, page: page, stdin: stdin, w: ipc.NewWriter(stdin),
 		sem:     make(chan struct{}, 1),
+		bridges: newBridges(cfg),
 		pending: map[uint64]chan ipc.Message{},
 		outputs: map[uint64]*execStreams{},
 		hello:   make(chan ipc.Message, 1),
@@ -184,6 +187,13 @@ func (s *workerSandbox) readLoop(r io.Reader) {
 		if first {
 			first = false
 			s.hello <- m
+			continue
+		}
+		if m.Kind == ipc.KindBridgeCall {
+			s.mu.Lock()
+			r := s.running
+			s.mu.Unlock()
+			go s.answerBridge(r, m.ID, m.Body.(ipc.BridgeCall))
 			continue
 		}
 		s.mu.Lock()
@@ -342,16 +352,67 @@ func replyErr(m ipc.Message) error {
 	return fmt.Errorf("supervisor: worker: %s", e.Error())
 }
 
-func (s *workerSandbox) Initialize(ctx context.Context, text string) error {
+func (s *workerSandbox) Initialize(ctx context.Context, value any) error {
+	v, err := pythonValue(value)
+	if err != nil {
+		return fmt.Errorf("supervisor: initialize: context: %w", err)
+	}
 	if err := s.acquire(ctx); err != nil {
 		return err
 	}
 	defer s.release()
-	if _, err := s.call(ctx, ipc.KindInitialize, ipc.Initialize{Context: text}); err != nil {
+	wire, staged, err := s.stage(v)
+	if err != nil {
+		return fmt.Errorf("supervisor: initialize: %w", err)
+	}
+	if _, err := s.call(ctx, ipc.KindInitialize, ipc.Initialize{Context: wire, Staged: staged}); err != nil {
 		return err
 	}
+	s.bridges.setContext(value)
 	s.inited.Store(true)
 	return nil
+}
+
+// Values are staged (sent ahead in Stage frames of stageChunk bytes) from
+// stageMin bytes on.
+const (
+	stageMin   = 1 << 20
+	stageChunk = 8 << 20
+)
+
+// stage prepares v for an Initialize or SetVariable: it returns the value
+// to put in the message, or sends v ahead in Stage frames and returns the
+// staging format. Large strings are sent from the caller's memory, chunk
+// by chunk, so the supervisor never holds a second copy of them.
+func (s *workerSandbox) stage(v any) (wire any, staged string, err error) {
+	var data string
+	if str, ok := v.(string); ok && len(str) >= stageMin {
+		data, staged = str, ipc.StagedText
+	} else {
+		wire = convert.ToIPC(v)
+		b, err := ipc.EncodeValue(wire)
+		if err == nil && len(b) < stageMin {
+			return wire, "", nil
+		}
+		if err != nil && !errors.Is(err, ipc.ErrFrameTooLarge) {
+			return nil, "", err
+		}
+		if b, err = ipc.EncodeStagedValue(wire); err != nil {
+			return nil, "", err
+		}
+		data, staged, wire = string(b), ipc.StagedValue, nil
+	}
+	for len(data) > 0 {
+		n := min(len(data), stageChunk)
+		if err := s.w.WriteMessage(ipc.KindStage, 0, ipc.Stage{Data: data[:n]}); err != nil {
+			if e := s.waitDead(); e != nil {
+				return nil, "", e
+			}
+			return nil, "", fmt.Errorf("send the value: %w", err)
+		}
+		data = data[n:]
+	}
+	return nil, staged, nil
 }
 
 func (s *workerSandbox) GetVariable(ctx context.Context, name string) (any, bool, error) {
@@ -373,7 +434,11 @@ func (s *workerSandbox) GetVariable(ctx context.Context, name string) (any, bool
 	return convert.FromIPC(r.Value), r.Found, nil
 }
 
-func (s *workerSandbox) SetVariable(ctx context.Context, name string, v any) error {
+func (s *workerSandbox) SetVariable(ctx context.Context, name string, value any) error {
+	v, err := pythonValue(value)
+	if err != nil {
+		return fmt.Errorf("supervisor: set variable %s: %w", name, err)
+	}
 	if err := s.acquire(ctx); err != nil {
 		return err
 	}
@@ -381,15 +446,57 @@ func (s *workerSandbox) SetVariable(ctx context.Context, name string, v any) err
 	if !s.inited.Load() {
 		return ErrNotInitialized
 	}
-	wire := convert.ToIPC(v)
-	if _, err := ipc.EncodeValue(wire); err != nil {
+	wire, staged, err := s.stage(v)
+	if err != nil {
 		return fmt.Errorf("supervisor: set variable %s: %w", name, err)
 	}
-	_, err := s.call(ctx, ipc.KindSetVariable, ipc.SetVariable{Name: name, Value: wire})
+	if name == "context" {
+		// Setting the context is what Initialize does.
+		_, err = s.call(ctx, ipc.KindInitialize, ipc.Initialize{Context: wire, Staged: staged})
+		if err == nil {
+			s.bridges.setContext(value)
+		}
+		return err
+	}
+	_, err = s.call(ctx, ipc.KindSetVariable, ipc.SetVariable{Name: name, Value: wire, Staged: staged})
 	return err
 }
 
+// answerBridge runs a bridge call of the running code and sends the answer.
+func (s *workerSandbox) answerBridge(r *run, id uint64, c ipc.BridgeCall) {
+	args := make([]any, len(c.Args))
+	for i, a := range c.Args {
+		args[i] = convert.FromIPC(a)
+	}
+	var reply ipc.BridgeReply
+	res, err := s.bridges.call(r, c.Method, args)
+	if err != nil {
+		reply.Error = err.Error()
+	} else if v, err := pythonValue(res); err != nil {
+		reply.Error = fmt.Sprintf("the host's answer to %s cannot be passed to Python: %v", c.Method, err)
+	} else {
+		reply.Result = convert.ToIPC(v)
+	}
+	if err := s.w.WriteMessage(ipc.KindBridgeReply, id, reply); err != nil {
+		if errors.Is(err, ipc.ErrFrameTooLarge) {
+			reply = ipc.BridgeReply{Error: fmt.Sprintf("the host's answer to %s is too large (over %d MiB)", c.Method, ipc.MaxFrameSize>>20)}
+			err = s.w.WriteMessage(ipc.KindBridgeReply, id, reply)
+		}
+		if err != nil {
+			s.cfg.Logger.Warn("could not send a bridge answer", "method", c.Method, "err", err)
+		}
+	}
+}
+
 func (s *workerSandbox) Execute(ctx context.Context, code string) (*CodeExecution, error) {
+	return s.execute(ctx, code, false)
+}
+
+func (s *workerSandbox) ExecuteInteractive(ctx context.Context, code string) (*CodeExecution, error) {
+	return s.execute(ctx, code, true)
+}
+
+func (s *workerSandbox) execute(ctx context.Context, code string, interactive bool) (*CodeExecution, error) {
 	if err := s.acquire(ctx); err != nil {
 		return nil, err
 	}
@@ -397,7 +504,8 @@ func (s *workerSandbox) Execute(ctx context.Context, code string) (*CodeExecutio
 	if !s.inited.Load() {
 		return nil, ErrNotInitialized
 	}
-	r := &run{reason: make(chan error, 1)}
+	r := newRun(s.cfg.Timeout)
+	defer r.end()
 	s.mu.Lock()
 	s.running = r
 	s.mu.Unlock()
@@ -411,17 +519,18 @@ func (s *workerSandbox) Execute(ctx context.Context, code string) (*CodeExecutio
 		stderr: newCollector(s.cfg.MaxOutputLength, s.cfg.OnStderr),
 	}
 	start := time.Now()
-	id, ch, err := s.send(ipc.KindExecute, ipc.Execute{Code: code}, streams)
+	id, ch, err := s.send(ipc.KindExecute, ipc.Execute{Code: code, Interactive: interactive}, streams)
 	if err != nil {
 		return nil, err
 	}
 	defer s.forget(id)
 
-	var timeout <-chan time.Time
-	if s.cfg.Timeout > 0 {
-		t := time.NewTimer(s.cfg.Timeout)
+	timeout := r.clock.expired
+	var wall <-chan time.Time
+	if s.cfg.WallTimeout > 0 {
+		t := time.NewTimer(s.cfg.WallTimeout)
 		defer t.Stop()
-		timeout = t.C
+		wall = t.C
 	}
 	var why error
 	var grace <-chan time.Time
@@ -434,7 +543,9 @@ wait:
 		case m, got = <-ch:
 			break wait
 		case <-timeout:
-			why = ErrTimeout
+			why = fmt.Errorf("%w (ran Python for %v)", ErrTimeout, s.cfg.Timeout)
+		case <-wall:
+			why = fmt.Errorf("%w (wall timeout of %v)", ErrTimeout, s.cfg.WallTimeout)
 		case <-ctxDone:
 			why = fmt.Errorf("%w: %w", ErrCanceled, context.Cause(ctx))
 		case why = <-reason:
@@ -442,19 +553,20 @@ wait:
 			s.cfg.Logger.Warn("code ignored the interrupt; killing the worker", "pid", s.info.PID, "grace", s.cfg.GracePeriod)
 			s.markDead(fmt.Errorf("%w: %w: killed after ignoring the interrupt for %v", ErrWorkerExited, ErrDead, s.cfg.GracePeriod))
 			s.kill()
-			ce := s.execution(code, start, streams, nil)
+			ce := s.execution(code, start, streams, r, nil)
 			return ce, fmt.Errorf("%w (the code ignored KeyboardInterrupt and the worker was killed; the sandbox is dead)", why)
 		}
 		if why != nil && grace == nil {
 			s.page.Store(ipc.SignalInterrupt)
+			r.cancel() // bridge callbacks, after the interrupt so that they see it
 			t := time.NewTimer(s.cfg.GracePeriod)
 			defer t.Stop()
 			grace = t.C
-			timeout, ctxDone, reason = nil, nil, nil // acted on once
+			timeout, wall, ctxDone, reason = nil, nil, nil, nil // acted on once
 		}
 	}
 	if !got {
-		ce := s.execution(code, start, streams, nil)
+		ce := s.execution(code, start, streams, r, nil)
 		if why != nil {
 			return ce, fmt.Errorf("%w: %w", why, s.deadErr())
 		}
@@ -464,25 +576,59 @@ wait:
 		if errors.Is(err, ErrDead) {
 			s.markDead(err)
 		}
-		return s.execution(code, start, streams, nil), err
+		return s.execution(code, start, streams, r, nil), err
 	}
 	res, ok := m.Body.(ipc.Result)
 	if !ok {
 		return nil, fmt.Errorf("%w: %v in reply to execute", ErrProtocol, m.Kind)
 	}
-	ce := s.execution(code, start, streams, &res)
+	ce := s.execution(code, start, streams, r, &res)
 	return ce, why
 }
 
-func (s *workerSandbox) execution(code string, start time.Time, st *execStreams, res *ipc.Result) *CodeExecution {
+func (s *workerSandbox) execution(code string, start time.Time, st *execStreams, r *run, res *ipc.Result) *CodeExecution {
 	ce := &CodeExecution{Code: code, Stdout: st.stdout.String(), Stderr: st.stderr.String(), Duration: time.Since(start)}
+	ce.Truncated = st.stdout.truncated() || st.stderr.truncated()
+	ce.PythonDuration = r.clock.stop()
+	ce.BridgeCalls = int(r.calls.Load())
 	if res != nil {
 		ce.Error, ce.ErrorType, ce.Traceback = res.Error, res.ErrorType, res.Traceback
-		if res.DurationNanos > 0 {
-			ce.Duration = time.Duration(res.DurationNanos)
-		}
 	}
 	return ce
+}
+
+func (s *workerSandbox) IsComplete(ctx context.Context, source string) (bool, error) {
+	if err := s.acquire(ctx); err != nil {
+		return false, err
+	}
+	defer s.release()
+	m, err := s.call(ctx, ipc.KindComplete, ipc.Complete{Source: source})
+	if err != nil {
+		return false, err
+	}
+	r, ok := m.Body.(ipc.CompleteReply)
+	if !ok {
+		return false, fmt.Errorf("%w: %v in reply to complete", ErrProtocol, m.Kind)
+	}
+	return r.Complete, nil
+}
+
+// Stats asks the worker; it waits for a running Execute to finish.
+func (s *workerSandbox) Stats(ctx context.Context) (Stats, error) {
+	if err := s.acquire(ctx); err != nil {
+		return Stats{}, err
+	}
+	defer s.release()
+	m, err := s.call(ctx, ipc.KindStats, ipc.Stats{})
+	if err != nil {
+		return Stats{}, err
+	}
+	r, ok := m.Body.(ipc.StatsReply)
+	if !ok {
+		return Stats{}, fmt.Errorf("%w: %v in reply to stats", ErrProtocol, m.Kind)
+	}
+	return Stats{Worker: true, PID: s.info.PID, RSSBytes: r.RSSBytes, LinearMemoryBytes: r.LinearMemoryBytes,
+		Executions: r.Executions, Uptime: time.Duration(r.UptimeNanos)}, nil
 }
 
 func (s *workerSandbox) Cancel() {

@@ -39,9 +39,9 @@ func forEachMode(t *testing.T, f func(t *testing.T, m mode)) {
 	}
 }
 
-// newSandbox starts an initialised sandbox with context text and destroys
+// newSandbox starts an initialised sandbox with context value and destroys
 // it when the test ends.
-func newSandbox(t *testing.T, m mode, cfg supervisor.Config, text string) supervisor.Sandbox {
+func newSandbox(t *testing.T, m mode, cfg supervisor.Config, value any) supervisor.Sandbox {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -53,7 +53,7 @@ func newSandbox(t *testing.T, m mode, cfg supervisor.Config, text string) superv
 	if info := sb.Info(); info.Worker != (m.name == "worker") || (info.Worker && info.PID <= 0) {
 		t.Fatalf("mode %s: sandbox info %+v", m.name, info)
 	}
-	if err := sb.Initialize(ctx, text); err != nil {
+	if err := sb.Initialize(ctx, value); err != nil {
 		t.Fatalf("Initialize: %v", err)
 	}
 	return sb

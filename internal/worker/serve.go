@@ -10,7 +10,10 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"time"
+	"unicode/utf8"
+	"unsafe"
 
 	"github.com/rlm-sandbox/rlm-sandbox/internal/convert"
 	"github.com/rlm-sandbox/rlm-sandbox/ipc"
@@ -24,20 +27,26 @@ type Options struct {
 }
 
 // Serve boots an interpreter, sends the hello, and answers requests read
-// from in until in ends or a Shutdown arrives.
+// from in until in ends or a Shutdown arrives. Requests are served one at a
+// time; while one runs, a reader goroutine keeps reading so that the
+// answers to the running code's bridge calls can arrive.
 func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error {
 	log := opts.Log
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	w := ipc.NewWriter(out)
-	interp, err := runtime.New(ctx, opts.Runtime)
+	s := &server{w: w, log: log, bridges: map[uint64]chan ipc.Message{}, gone: make(chan struct{})}
+	rcfg := opts.Runtime
+	rcfg.Bridge = s.bridge
+	interp, err := runtime.New(ctx, rcfg)
 	if err != nil {
 		_ = w.WriteMessage(ipc.KindError, 0, ipc.Error{Code: ipc.CodeInternal, Message: err.Error()})
 		return err
 	}
 	defer interp.Close()
-	start := time.Now()
+	s.interp = interp
+	s.start = time.Now()
 	if err := w.WriteMessage(ipc.KindHello, 0, ipc.Hello{
 		ProtocolVersion: ipc.ProtocolVersion,
 		PythonVersion:   interp.PythonVersion(),
@@ -46,28 +55,71 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 	}); err != nil {
 		return fmt.Errorf("worker: send hello: %w", err)
 	}
-	s := &server{interp: interp, w: w, log: log, start: start}
-	r := ipc.NewReader(in)
-	for {
-		m, err := r.ReadMessage()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			if m.ID != 0 || m.Kind != 0 {
+	reqs := make(chan request)
+	s.quit = make(chan struct{})
+	defer close(s.quit)
+	go s.read(ipc.NewReader(in), reqs)
+	for r := range reqs {
+		if r.err != nil {
+			if r.m.ID != 0 || r.m.Kind != 0 {
 				// A bad body of a known frame: answer it, keep serving.
-				_ = w.WriteMessage(ipc.KindError, m.ID, ipc.Error{Code: codeOf(err), Message: err.Error()})
+				_ = w.WriteMessage(ipc.KindError, r.m.ID, ipc.Error{Code: codeOf(r.err), Message: r.err.Error()})
 				continue
 			}
-			return fmt.Errorf("worker: read request: %w", err)
+			return fmt.Errorf("worker: read request: %w", r.err)
 		}
-		if m.Kind == ipc.KindShutdown {
+		if r.m.Kind == ipc.KindShutdown {
 			return nil
 		}
-		if err := s.handle(ctx, m); err != nil {
+		if err := s.handle(ctx, r.m); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// request is a frame read from the supervisor, or the error reading it.
+type request struct {
+	m   ipc.Message
+	err error
+}
+
+// read reads frames until the input ends: bridge replies go to the bridge
+// calls waiting for them, everything else to reqs, in order.
+func (s *server) read(r *ipc.Reader, reqs chan<- request) {
+	defer close(reqs)
+	defer close(s.gone)
+	for {
+		m, err := r.ReadMessage()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err == nil && (m.Kind == ipc.KindBridgeReply || (m.Kind == ipc.KindError && s.isBridge(m.ID))) {
+			s.mu.Lock()
+			ch := s.bridges[m.ID]
+			delete(s.bridges, m.ID)
+			s.mu.Unlock()
+			if ch != nil {
+				ch <- m
+			}
+			continue
+		}
+		select {
+		case reqs <- request{m, err}:
+		case <-s.quit:
+			return
+		}
+		if err != nil && m.ID == 0 && m.Kind == 0 {
+			return // the stream is unusable
+		}
+	}
+}
+
+func (s *server) isBridge(id uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.bridges[id]
+	return ok
 }
 
 func codeOf(err error) string {
@@ -82,7 +134,59 @@ type server struct {
 	w      *ipc.Writer
 	log    *slog.Logger
 	start  time.Time
-	execs  uint64
+	stage  []byte // what Stage frames carried so far
+
+	mu         sync.Mutex
+	nextBridge uint64
+	bridges    map[uint64]chan ipc.Message // bridge calls waiting for their reply
+	gone       chan struct{}               // closed when the input ends
+	quit       chan struct{}               // closed when Serve returns
+}
+
+// errSupervisorGone fails bridge calls once the supervisor stopped talking.
+var errSupervisorGone = errors.New("the supervisor is gone")
+
+// bridge is the interpreter's runtime.BridgeFunc: it asks the supervisor,
+// which runs the host callback, and waits for the answer.
+func (s *server) bridge(ctx context.Context, method string, args []any) (any, error) {
+	wire := make([]any, len(args))
+	for i, a := range args {
+		wire[i] = convert.ToIPC(a)
+	}
+	ch := make(chan ipc.Message, 1)
+	s.mu.Lock()
+	s.nextBridge++
+	id := s.nextBridge
+	s.bridges[id] = ch
+	s.mu.Unlock()
+	forget := func() {
+		s.mu.Lock()
+		delete(s.bridges, id)
+		s.mu.Unlock()
+	}
+	if err := s.w.WriteMessage(ipc.KindBridgeCall, id, ipc.BridgeCall{Method: method, Args: wire}); err != nil {
+		forget()
+		return nil, fmt.Errorf("send %s call: %w", method, err)
+	}
+	select {
+	case m := <-ch:
+		switch b := m.Body.(type) {
+		case ipc.BridgeReply:
+			if b.Error != "" {
+				return nil, errors.New(b.Error)
+			}
+			return convert.FromIPC(b.Result), nil
+		case ipc.Error:
+			return nil, fmt.Errorf("the supervisor could not answer %s: %s", method, b.Message)
+		}
+		return nil, fmt.Errorf("unexpected %v in reply to %s", m.Kind, method)
+	case <-ctx.Done():
+		forget()
+		return nil, ctx.Err()
+	case <-s.gone:
+		forget()
+		return nil, errSupervisorGone
+	}
 }
 
 // handle answers one request. It returns an error only when the reply
@@ -97,13 +201,26 @@ func (s *server) handle(ctx context.Context, m ipc.Message) error {
 		return reply(ipc.KindError, ipc.Error{Code: code, Message: err.Error()})
 	}
 	switch b := m.Body.(type) {
+	case ipc.Stage:
+		s.stage = append(s.stage, b.Data...)
+		return nil
 	case ipc.Initialize:
-		if err := s.interp.Set(ctx, "context", b.Context); err != nil {
+		v, err := s.value(b.Context, b.Staged)
+		if err != nil {
+			return reply(ipc.KindError, ipc.Error{Code: ipc.CodeMalformed, Message: err.Error()})
+		}
+		if err := s.interp.SetContext(ctx, v); err != nil {
 			return fail(err)
 		}
 		return reply(ipc.KindInitializeReply, ipc.InitializeReply{})
 	case ipc.Execute:
-		return s.execute(ctx, m.ID, b.Code)
+		return s.execute(ctx, m.ID, b)
+	case ipc.Complete:
+		ok, err := s.interp.IsComplete(ctx, b.Source)
+		if err != nil {
+			return fail(err)
+		}
+		return reply(ipc.KindCompleteReply, ipc.CompleteReply{Complete: ok})
 	case ipc.GetVariable:
 		v, found, err := s.interp.Get(ctx, b.Name)
 		if err != nil {
@@ -111,7 +228,11 @@ func (s *server) handle(ctx context.Context, m ipc.Message) error {
 		}
 		return reply(ipc.KindGetVariableReply, ipc.GetVariableReply{Found: found, Value: convert.ToIPC(v)})
 	case ipc.SetVariable:
-		if err := s.interp.Set(ctx, b.Name, convert.FromIPC(b.Value)); err != nil {
+		v, err := s.value(b.Value, b.Staged)
+		if err != nil {
+			return reply(ipc.KindError, ipc.Error{Code: ipc.CodeMalformed, Message: err.Error()})
+		}
+		if err := s.interp.Set(ctx, b.Name, v); err != nil {
 			return fail(err)
 		}
 		return reply(ipc.KindSetVariableReply, ipc.SetVariableReply{})
@@ -121,12 +242,40 @@ func (s *server) handle(ctx context.Context, m ipc.Message) error {
 		return reply(ipc.KindStatsReply, ipc.StatsReply{
 			RSSBytes:          rss(),
 			LinearMemoryBytes: s.interp.MemorySize(),
-			Executions:        s.execs,
+			Executions:        uint64(s.interp.Executions()),
 			UptimeNanos:       int64(time.Since(s.start)),
 		})
 	}
 	return reply(ipc.KindError, ipc.Error{Code: ipc.CodeUnexpected, Message: fmt.Sprintf("the worker does not accept %v requests", m.Kind)})
 }
+
+// value is the Go value of an Initialize or SetVariable: the message's
+// own, or the one the Stage frames before it carried (consuming them).
+func (s *server) value(v any, staged string) (any, error) {
+	stage := s.stage
+	s.stage = nil
+	switch staged {
+	case "":
+		return convert.FromIPC(v), nil
+	case ipc.StagedText:
+		if len(stage) == 0 {
+			return "", nil
+		}
+		// The staging buffer is not used again: view it as the string
+		// instead of copying hundreds of megabytes.
+		return unsafe.String(&stage[0], len(stage)), nil
+	case ipc.StagedValue:
+		v, err := ipc.DecodeValue(stage)
+		if err != nil {
+			return nil, err
+		}
+		return convert.FromIPC(v), nil
+	}
+	return nil, fmt.Errorf("unknown staging format %q", staged)
+}
+
+// maxOutputFrame bounds the data of one Output frame.
+const maxOutputFrame = 1 << 20
 
 // streamWriter sends what Python writes as Output frames, as it is written.
 type streamWriter struct {
@@ -137,19 +286,36 @@ type streamWriter struct {
 }
 
 func (sw *streamWriter) Write(p []byte) (int, error) {
-	if sw.err == nil {
-		sw.err = sw.w.WriteMessage(ipc.KindOutput, sw.id, ipc.Output{Stream: sw.stream, Data: string(p)})
+	for rest := p; sw.err == nil && len(rest) > 0; {
+		n := min(len(rest), maxOutputFrame)
+		for n < len(rest) && n > 0 && !utf8.RuneStart(rest[n]) {
+			n-- // keep characters whole
+		}
+		if n == 0 {
+			n = min(len(rest), maxOutputFrame)
+		}
+		sw.err = sw.w.WriteMessage(ipc.KindOutput, sw.id, ipc.Output{Stream: sw.stream, Data: string(rest[:n])})
+		rest = rest[n:]
 	}
 	return len(p), nil
 }
 
-func (s *server) execute(ctx context.Context, id uint64, code string) error {
+func (s *server) execute(ctx context.Context, id uint64, b ipc.Execute) error {
 	stdout := &streamWriter{w: s.w, id: id, stream: ipc.StreamStdout}
 	stderr := &streamWriter{w: s.w, id: id, stream: ipc.StreamStderr}
-	res, err := s.interp.Exec(ctx, code, runtime.Output{Stdout: stdout, Stderr: stderr})
-	s.execs++
+	out := runtime.Output{Stdout: stdout, Stderr: stderr}
+	var res *runtime.Result
+	var err error
+	if b.Interactive {
+		res, err = s.interp.ExecInteractive(ctx, b.Code, out)
+	} else {
+		res, err = s.interp.Exec(ctx, b.Code, out)
+	}
 	if stdout.err != nil {
 		return stdout.err
+	}
+	if stderr.err != nil {
+		return stderr.err
 	}
 	if err != nil {
 		if errors.Is(err, runtime.ErrInterrupted) {

@@ -1,0 +1,163 @@
+package runtime
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/pymarshal"
+	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/vfs"
+)
+
+// BridgeFunc answers a call Python code makes to the host. Python's
+// llm_query(prompt) arrives as method "llm_query" with args [prompt];
+// rlm_query(task, ctx) as "rlm_query" with [task] or [task, ctx]. Arguments
+// are converted to Go as Get converts values; the result goes back to
+// Python as Set converts them. An error is raised in Python as BridgeError
+// with err.Error() as its message.
+//
+// ctx is cancelled when the execution is interrupted (Python then gets
+// KeyboardInterrupt at once, without waiting for the function to return)
+// or the interpreter is closed. The batched forms (llm_query_batched,
+// rlm_query_batched) call it concurrently, once per item, from several
+// goroutines.
+type BridgeFunc func(ctx context.Context, method string, args []any) (any, error)
+
+// bridgeDevice is /dev/rlm-bridge. The guest writes a request (an 8-byte
+// little-endian length, then marshal data (method, [args, ...])); the
+// write that completes it runs the calls and blocks until they answer or
+// the execution is interrupted. The guest then reads the reply: an 8-byte
+// length and marshal data, (0, [(0, value) | (1, message), ...]) or (2,)
+// when interrupted.
+type bridgeDevice struct {
+	in   *Interpreter
+	fn   BridgeFunc
+	req  []byte
+	resp []byte
+}
+
+func (d *bridgeDevice) Write(p []byte) (int, vfs.Errno) {
+	d.req = append(d.req, p...)
+	if len(d.req) < 8 {
+		return len(p), vfs.ESUCCESS
+	}
+	n := binary.LittleEndian.Uint64(d.req)
+	if uint64(len(d.req)-8) < n {
+		return len(p), vfs.ESUCCESS
+	}
+	body := d.req[8 : 8+n]
+	d.req = nil
+	reply := d.serve(body)
+	d.resp = binary.LittleEndian.AppendUint64(d.resp[:0], uint64(len(reply)))
+	d.resp = append(d.resp, reply...)
+	return len(p), vfs.ESUCCESS
+}
+
+func (d *bridgeDevice) Read(p []byte) (int, vfs.Errno) {
+	n := copy(p, d.resp)
+	d.resp = d.resp[n:]
+	return n, vfs.ESUCCESS
+}
+
+var interruptedReply, _ = pymarshal.Encode(pymarshal.Tuple{int64(2)})
+
+func (d *bridgeDevice) serve(body []byte) []byte {
+	v, err := pymarshal.Decode(body)
+	t, ok := v.([]any)
+	if err != nil || !ok || len(t) != 2 {
+		return d.encode(fail(fmt.Sprintf("malformed bridge request: %v", err)))
+	}
+	method, _ := t[0].(string)
+	calls, _ := t[1].([]any)
+	results := make([]any, len(calls))
+	if d.fn == nil {
+		for i := range results {
+			results[i] = fail(fmt.Sprintf("%s: the host answers no bridge calls", method))
+		}
+		return d.encode(pymarshal.Tuple{int64(0), results})
+	}
+	in := d.in
+	ctx, cancel := context.WithCancel(in.reqCtx)
+	defer cancel()
+	d.in.bridgeCalls += len(calls)
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	for i, c := range calls {
+		args, _ := c.([]any)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := d.fn(ctx, method, args)
+			if err != nil {
+				results[i] = fail(err.Error())
+			} else {
+				results[i] = pymarshal.Tuple{int64(0), r}
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(done) }()
+	if !in.waitBridge(done) || in.interrupted() {
+		// Leave the callbacks behind with their context cancelled; they
+		// write only to results, which nobody reads any more.
+		return interruptedReply
+	}
+	return d.encode(pymarshal.Tuple{int64(0), results})
+}
+
+func fail(msg string) pymarshal.Tuple { return pymarshal.Tuple{int64(1), msg} }
+
+// encode marshals a reply, replacing results that cannot be converted to
+// Python with errors.
+func (d *bridgeDevice) encode(reply pymarshal.Tuple) []byte {
+	b, err := pymarshal.Encode(reply)
+	if err == nil {
+		return b
+	}
+	if results, ok := reply[1].([]any); ok {
+		for i, r := range results {
+			if _, err := pymarshal.Encode(r); err != nil {
+				results[i] = fail(fmt.Sprintf("the host's answer cannot be converted to Python: %v", err))
+			}
+		}
+		if b, err := pymarshal.Encode(reply); err == nil {
+			return b
+		}
+	}
+	b, _ = pymarshal.Encode(pymarshal.Tuple{int64(0), []any{}})
+	return b
+}
+
+// interrupted reports, after the calls returned, whether the execution was
+// interrupted meanwhile (a cancelled callback returns at once, possibly
+// before the interrupt is signalled), taking the pending signal.
+func (in *Interpreter) interrupted() bool {
+	if in.intr.Load() != 0 || in.reqCtx.Err() != nil {
+		in.intr.Swap(0)
+		return true
+	}
+	return false
+}
+
+// waitBridge waits for done, and returns false when the execution is
+// interrupted (taking the pending signal: the guest raises
+// KeyboardInterrupt itself) or the interpreter is closed first.
+func (in *Interpreter) waitBridge(done <-chan struct{}) bool {
+	const tick = time.Millisecond
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return true
+		case <-t.C:
+		case <-in.killCtx.Done():
+			return false
+		}
+		if in.intr.Load() != 0 {
+			in.intr.Swap(0)
+			return false
+		}
+	}
+}

@@ -1,0 +1,204 @@
+"""The RLM surface of rlm-sandbox.
+
+Every sandbox binds these names in __main__ before each execution:
+
+    llm_query(prompt) -> str
+    llm_query_batched(prompts, return_exceptions=False) -> list
+    rlm_query(task, ctx=None) -> str
+    rlm_query_batched(tasks, ctx=None, return_exceptions=False) -> list
+    chunk_text(text, size=10000, overlap=500) -> list[str]
+    search_context(pattern, window=200, max_results=100) -> list[dict]
+    BridgeError
+
+`context` holds the input the host gave the sandbox.
+"""
+
+import sys as _sys
+
+_rlm = _sys.modules["_rlm"]
+
+__all__ = [
+    "BridgeError",
+    "llm_query",
+    "llm_query_batched",
+    "rlm_query",
+    "rlm_query_batched",
+    "chunk_text",
+    "search_context",
+]
+
+
+class BridgeError(Exception):
+    """The host could not answer llm_query or rlm_query.
+
+    Its message is the host's error, or says that the host set no callback
+    for the call. In a batched call made with return_exceptions=True, the
+    failed items are BridgeError instances whose `index` attribute is the
+    item's position.
+    """
+
+    index = None
+
+
+def _need_str(func, what, v):
+    if not isinstance(v, str):
+        raise TypeError(
+            "%s() %s must be str, not %s" % (func, what, type(v).__name__)
+        )
+
+
+def _results(replies, return_exceptions):
+    out = []
+    for i, r in enumerate(replies):
+        if r[0] == 0:
+            out.append(r[1])
+            continue
+        e = BridgeError(r[1])
+        e.index = i
+        if not return_exceptions:
+            raise e
+        out.append(e)
+    return out
+
+
+def llm_query(prompt):
+    """Ask the host's language model and return its answer.
+
+    prompt is the complete prompt (a str). The call blocks until the host
+    answers; the time spent waiting does not count against the
+    execution's timeout. Raises BridgeError when the host's callback fails
+    or the host set none.
+    """
+    _need_str("llm_query", "prompt", prompt)
+    return _results(_rlm.bridge("llm_query", [(prompt,)]), False)[0]
+
+
+def llm_query_batched(prompts, return_exceptions=False):
+    """Ask the host's language model several prompts at once.
+
+    The host answers them concurrently (up to its configured limit) and
+    the answers come back in the order of prompts. When a prompt fails,
+    BridgeError is raised for the first failed one, unless
+    return_exceptions is true: then the list holds a BridgeError in place
+    of each failed answer.
+    """
+    prompts = list(prompts)
+    for p in prompts:
+        _need_str("llm_query_batched", "prompts", p)
+    if not prompts:
+        return []
+    return _results(_rlm.bridge("llm_query", [(p,) for p in prompts]), return_exceptions)
+
+
+def _rlm_args(func, task, ctx):
+    _need_str(func, "task", task)
+    if ctx is None:
+        return (task,)
+    return (task, _rlm.plain(ctx))
+
+
+def rlm_query(task, ctx=None):
+    """Hand a sub-task to a recursive RLM agent run by the host.
+
+    task says what to do; ctx is the input the sub-agent works on (any
+    str, list, dict or number). When ctx is omitted the sub-agent gets this
+    sandbox's context: the value the host set, even if `context` was
+    rebound since. Returns the sub-agent's answer (a str). Raises
+    BridgeError when the host's callback fails or the host set none.
+    """
+    return _results(_rlm.bridge("rlm_query", [_rlm_args("rlm_query", task, ctx)]), False)[0]
+
+
+def rlm_query_batched(tasks, ctx=None, return_exceptions=False):
+    """Run several rlm_query calls concurrently; answers in order.
+
+    Each item of tasks is a task (str), which gets ctx (or this sandbox's
+    context when ctx is None), or a (task, ctx) pair. Failures are handled
+    as in llm_query_batched.
+    """
+    calls = []
+    for t in tasks:
+        if isinstance(t, tuple) and len(t) == 2:
+            calls.append(_rlm_args("rlm_query_batched", t[0], t[1]))
+        else:
+            calls.append(_rlm_args("rlm_query_batched", t, ctx))
+    if not calls:
+        return []
+    return _results(_rlm.bridge("rlm_query", calls), return_exceptions)
+
+
+def chunk_text(text, size=10000, overlap=500):
+    """Split text into chunks of at most size characters.
+
+    Each chunk starts size - overlap characters after the previous one, so
+    consecutive chunks share overlap characters; the last chunk ends at the
+    end of text. An empty text gives an empty list. Raises ValueError when
+    size <= 0, overlap < 0 or overlap >= size.
+    """
+    _need_str("chunk_text", "text", text)
+    for name, v in (("size", size), ("overlap", overlap)):
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise TypeError("chunk_text() %s must be int, not %s" % (name, type(v).__name__))
+    if size <= 0:
+        raise ValueError("chunk_text() size must be positive, got %d" % size)
+    if overlap < 0:
+        raise ValueError("chunk_text() overlap must not be negative, got %d" % overlap)
+    if overlap >= size:
+        raise ValueError(
+            "chunk_text() overlap (%d) must be smaller than size (%d)" % (overlap, size)
+        )
+    chunks = []
+    step = size - overlap
+    start = 0
+    while start < len(text):
+        chunks.append(text[start : start + size])
+        if start + size >= len(text):
+            break
+        start += step
+    return chunks
+
+
+MAX_PATTERN_LENGTH = 1000
+
+
+def search_context(pattern, window=200, max_results=100):
+    """Search the context for a regular expression, case-insensitively.
+
+    Returns up to max_results matches, in order, each a dict with `match`
+    (the matched text), `start` and `end` (its offsets in the context) and
+    `context` (the match with up to window characters either side). The
+    context searched is the value the host set (a context that is not a
+    str is searched as its JSON text). Patterns longer than 1,000
+    characters are rejected with ValueError; a pattern that takes too long
+    is stopped by the execution's timeout like any other code.
+    """
+    import re
+
+    _need_str("search_context", "pattern", pattern)
+    if len(pattern) > MAX_PATTERN_LENGTH:
+        raise ValueError(
+            "search_context() pattern is %d characters long; the limit is %d"
+            % (len(pattern), MAX_PATTERN_LENGTH)
+        )
+    for name, v in (("window", window), ("max_results", max_results)):
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise TypeError("search_context() %s must be int, not %s" % (name, type(v).__name__))
+        if v < 0:
+            raise ValueError("search_context() %s must not be negative, got %d" % (name, v))
+    text = _rlm.context_text()
+    out = []
+    if max_results == 0:
+        return out
+    for m in re.finditer(pattern, text, re.IGNORECASE):
+        s, e = m.span()
+        out.append(
+            {
+                "match": m.group(0),
+                "start": s,
+                "end": e,
+                "context": text[max(0, s - window) : e + window],
+            }
+        )
+        if len(out) >= max_results:
+            break
+    return out

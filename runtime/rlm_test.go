@@ -1,0 +1,109 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/rlm-sandbox/rlm-sandbox/runtime"
+)
+
+// run executes code and returns its stdout, failing the test on an error
+// or an exception.
+func run(t *testing.T, in *runtime.Interpreter, code string) string {
+	t.Helper()
+	var out, errb strings.Builder
+	res, err := in.Exec(context.Background(), code, runtime.Output{Stdout: &out, Stderr: &errb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Error != nil {
+		t.Fatalf("%s\n%s", res.Error, res.Error.Traceback)
+	}
+	return out.String()
+}
+
+func TestBridge(t *testing.T) {
+	var got []string
+	in := newInterp(t, runtime.Config{Bridge: func(ctx context.Context, method string, args []any) (any, error) {
+		got = append(got, fmt.Sprintf("%s %v", method, args))
+		if s, _ := args[0].(string); s == "fail" {
+			return nil, errors.New("the model is down")
+		}
+		return strings.ToUpper(fmt.Sprint(args...)), nil
+	}})
+	out := run(t, in, `
+print(llm_query("hello"))
+print(rlm_query("task"))
+print(rlm_query("task", ctx=[1, {"a": 2}]))
+try:
+    llm_query("fail")
+except BridgeError as e:
+    print("caught", e)
+print(type(llm_query("x")).__name__, llm_query.__module__)
+`)
+	want := "HELLO\nTASK\nTASK[1 MAP[A:2]]\ncaught the model is down\nstr rlm\n"
+	if out != want {
+		t.Errorf("stdout %q, want %q", out, want)
+	}
+	if len(got) != 5 || got[0] != "llm_query [hello]" || got[2] != "rlm_query [task [1 map[a:2]]]" {
+		t.Errorf("host saw %q", got)
+	}
+}
+
+func TestBridgeNone(t *testing.T) {
+	in := newInterp(t, runtime.Config{})
+	out := run(t, in, `
+try:
+    llm_query("x")
+except BridgeError as e:
+    print(e)
+`)
+	if !strings.Contains(out, "llm_query") || !strings.Contains(out, "no bridge") {
+		t.Errorf("stdout %q", out)
+	}
+}
+
+func TestHelpersRestored(t *testing.T) {
+	in := newInterp(t, runtime.Config{})
+	if err := in.SetContext(context.Background(), "alpha beta ALPHA"); err != nil {
+		t.Fatal(err)
+	}
+	run(t, in, "chunk_text = None\nsearch_context = 5\ncontext = 'rebound'")
+	out := run(t, in, "print(len(chunk_text('abcdef', 4, 1)), len(search_context('alpha')), context)")
+	if out != "2 2 rebound\n" {
+		t.Errorf("stdout %q", out)
+	}
+}
+
+func TestExecInteractive(t *testing.T) {
+	in := newInterp(t, runtime.Config{})
+	var out strings.Builder
+	res, err := in.ExecInteractive(context.Background(), "x = 6\nx * 7", runtime.Output{Stdout: &out})
+	if err != nil || res.Error != nil {
+		t.Fatal(err, res.Error)
+	}
+	if out.String() != "42\n" {
+		t.Errorf("stdout %q", out.String())
+	}
+	for src, want := range map[string]bool{"x = 1": true, "if x:": false, "if x:\n    y = 1": false, "if x:\n    y = 1\n": true, "(1,": false, "1 +* 2": true} {
+		got, err := in.IsComplete(context.Background(), src)
+		if err != nil || got != want {
+			t.Errorf("IsComplete(%q) = %v, %v; want %v", src, got, err, want)
+		}
+	}
+}
+
+func TestLargeContext(t *testing.T) {
+	in := newInterp(t, runtime.Config{})
+	text := strings.Repeat("abcdefghij", 10<<20) + "END" // 100 MB
+	if err := in.SetContext(context.Background(), text); err != nil {
+		t.Fatal(err)
+	}
+	out := run(t, in, "import rlm\nprint(len(context), context[-3:], context is rlm._rlm.context())")
+	if out != fmt.Sprintf("%d END True\n", len(text)) {
+		t.Errorf("stdout %q", out)
+	}
+}

@@ -1,0 +1,158 @@
+package supervisor
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/big"
+	"reflect"
+
+	"github.com/rlm-sandbox/rlm-sandbox/runtime"
+)
+
+// maxValueDepth bounds the nesting of values passed to Python.
+const maxValueDepth = 200
+
+// pythonValue converts a JSON-like Go value to the types the runtime
+// passes to Python: strings, []byte, bools, nil, int64, *big.Int, float64,
+// []any, map[string]any and the runtime's Set, Tuple and Dict stay as they
+// are; json.Number becomes an int or a float; other slices, arrays and maps
+// with string keys are converted element by element; anything else that
+// encoding/json can marshal (structs, for example) is converted through its
+// JSON form.
+func pythonValue(v any) (any, error) {
+	return convertValue(v, 0)
+}
+
+func convertValue(v any, depth int) (any, error) {
+	if depth > maxValueDepth {
+		return nil, fmt.Errorf("value nested more than %d levels deep", maxValueDepth)
+	}
+	switch x := v.(type) {
+	case nil, string, []byte, bool, int64, float64, *big.Int, runtime.Set, runtime.Dict, runtime.Tuple:
+		return v, nil
+	case int:
+		return int64(x), nil
+	case int8:
+		return int64(x), nil
+	case int16:
+		return int64(x), nil
+	case int32:
+		return int64(x), nil
+	case uint8:
+		return int64(x), nil
+	case uint16:
+		return int64(x), nil
+	case uint32:
+		return int64(x), nil
+	case uint:
+		return uintValue(uint64(x)), nil
+	case uint64:
+		return uintValue(x), nil
+	case float32:
+		return float64(x), nil
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return i, nil
+		}
+		if b, ok := new(big.Int).SetString(string(x), 10); ok {
+			return b, nil
+		}
+		f, err := x.Float64()
+		if err != nil {
+			return nil, fmt.Errorf("bad JSON number %q", string(x))
+		}
+		return f, nil
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			c, err := convertValue(e, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = c
+		}
+		return out, nil
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			c, err := convertValue(e, depth+1)
+			if err != nil {
+				return nil, fmt.Errorf("%q: %w", k, err)
+			}
+			out[k] = c
+		}
+		return out, nil
+	case json.RawMessage:
+		return fromJSON(x, depth)
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if rv.IsNil() {
+			return nil, nil
+		}
+		return convertValue(rv.Elem().Interface(), depth+1)
+	case reflect.Slice, reflect.Array:
+		if rv.Kind() == reflect.Slice && rv.IsNil() {
+			return []any{}, nil
+		}
+		out := make([]any, rv.Len())
+		for i := range out {
+			c, err := convertValue(rv.Index(i).Interface(), depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = c
+		}
+		return out, nil
+	case reflect.Map:
+		if rv.Type().Key().Kind() == reflect.String {
+			out := make(map[string]any, rv.Len())
+			it := rv.MapRange()
+			for it.Next() {
+				c, err := convertValue(it.Value().Interface(), depth+1)
+				if err != nil {
+					return nil, err
+				}
+				out[it.Key().String()] = c
+			}
+			return out, nil
+		}
+	case reflect.String:
+		return rv.String(), nil
+	case reflect.Bool:
+		return rv.Bool(), nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return rv.Int(), nil
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return uintValue(rv.Uint()), nil
+	case reflect.Float32, reflect.Float64:
+		return rv.Float(), nil
+	case reflect.Chan, reflect.Func, reflect.UnsafePointer, reflect.Complex64, reflect.Complex128:
+		return nil, fmt.Errorf("a %T cannot be passed to Python", v)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("a %T cannot be passed to Python: %w", v, err)
+	}
+	return fromJSON(b, depth)
+}
+
+func fromJSON(b []byte, depth int) (any, error) {
+	var x any
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	if err := d.Decode(&x); err != nil {
+		return nil, fmt.Errorf("bad JSON: %w", err)
+	}
+	return convertValue(x, depth+1)
+}
+
+func uintValue(u uint64) any {
+	if u <= math.MaxInt64 {
+		return int64(u)
+	}
+	return new(big.Int).SetUint64(u)
+}

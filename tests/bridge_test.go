@@ -1,0 +1,235 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
+)
+
+func upper(_ context.Context, prompt string) (string, error) { return strings.ToUpper(prompt), nil }
+
+func TestLLMQuery(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{OnLLMQuery: upper}, "")
+		ce := exec(t, sb, "a = llm_query('hello')\nprint(a, type(a).__name__)")
+		if ce.Stdout != "HELLO str\n" || ce.BridgeCalls != 1 || ce.Error != "" {
+			t.Fatalf("%+v", ce)
+		}
+	})
+}
+
+func TestLLMQueryBatched(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		const limit = 3
+		var inflight, peak atomic.Int32
+		var mu sync.Mutex
+		arrived := 0
+		full := make(chan struct{})
+		cfg := supervisor.Config{MaxBridgeConcurrency: limit, OnLLMQuery: func(ctx context.Context, p string) (string, error) {
+			n := inflight.Add(1)
+			defer inflight.Add(-1)
+			for {
+				if old := peak.Load(); n <= old || peak.CompareAndSwap(old, n) {
+					break
+				}
+			}
+			// The first `limit` calls wait for each other: they can only
+			// all arrive if they run concurrently.
+			mu.Lock()
+			arrived++
+			if arrived == limit {
+				close(full)
+			}
+			first := arrived <= limit
+			mu.Unlock()
+			if first {
+				select {
+				case <-full:
+				case <-ctx.Done():
+					return "", ctx.Err()
+				}
+			}
+			return "<" + p + ">", nil
+		}}
+		sb := newSandbox(t, m, cfg, "")
+		ce := exec(t, sb, "r = llm_query_batched([str(i) for i in range(20)])\nprint(r == ['<%d>' % i for i in range(20)])")
+		if ce.Stdout != "True\n" || ce.BridgeCalls != 20 {
+			t.Fatalf("%+v", ce)
+		}
+		if p := peak.Load(); p != limit {
+			t.Errorf("peak concurrency %d, want %d", p, limit)
+		}
+	})
+}
+
+func TestBridgeErrors(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		cfg := supervisor.Config{OnLLMQuery: func(_ context.Context, p string) (string, error) {
+			if strings.HasPrefix(p, "bad") {
+				return "", errors.New("model overloaded: " + p)
+			}
+			return p + "!", nil
+		}}
+		sb := newSandbox(t, m, cfg, "")
+		ce := exec(t, sb, `
+try:
+    llm_query("bad one")
+except BridgeError as e:
+    print("single:", e)
+try:
+    llm_query_batched(["ok", "bad two", "bad three"])
+except BridgeError as e:
+    print("batched:", e, e.index)
+r = llm_query_batched(["ok", "bad four"], return_exceptions=True)
+print(r[0], type(r[1]).__name__, r[1], r[1].index)
+try:
+    rlm_query("x")
+except BridgeError as e:
+    print("missing:", e)
+`)
+		want := "single: model overloaded: bad one\n" +
+			"batched: model overloaded: bad two 1\n" +
+			"ok! BridgeError model overloaded: bad four 1\n" +
+			"missing: rlm_query is not available: the host set no OnRLMQuery callback\n"
+		if ce.Stdout != want || ce.Error != "" {
+			t.Fatalf("stdout %q, want %q (error %s)", ce.Stdout, want, ce.Traceback)
+		}
+		ce = exec(t, sb, "llm_query('bad five')")
+		if ce.ErrorType != "BridgeError" || ce.Error != "BridgeError: model overloaded: bad five" {
+			t.Fatalf("uncaught: %+v", ce)
+		}
+		ce = exec(t, sb, "llm_query(42)")
+		if ce.ErrorType != "TypeError" || ce.BridgeCalls != 0 {
+			t.Fatalf("non-str prompt: %+v", ce)
+		}
+	})
+}
+
+func TestRLMQueryContext(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		var mu sync.Mutex
+		var seen []any
+		cfg := supervisor.Config{OnRLMQuery: func(_ context.Context, task string, c any) (string, error) {
+			mu.Lock()
+			seen = append(seen, c)
+			mu.Unlock()
+			return fmt.Sprintf("%s:%T", task, c), nil
+		}}
+		doc := strings.Repeat("the corpus ", 1000)
+		sb := newSandbox(t, m, cfg, doc)
+		ce := exec(t, sb, `
+context = "rebound by the code"
+print(rlm_query("a"))
+print(rlm_query("b", ctx={"k": [1, 2]}))
+print(rlm_query_batched(["c", ("d", "own")]))
+`)
+		if ce.Stdout != "a:string\nb:map[string]interface {}\n['c:string', 'd:string']\n" {
+			t.Fatalf("stdout %q %s", ce.Stdout, ce.Traceback)
+		}
+		if seen[0] != doc || seen[2] != doc && seen[3] != doc {
+			t.Errorf("omitted ctx did not pass the sandbox's context")
+		}
+		if !reflect.DeepEqual(seen[1], map[string]any{"k": []any{int64(1), int64(2)}}) {
+			t.Errorf("explicit ctx arrived as %#v", seen[1])
+		}
+		if !reflect.DeepEqual([]any{seen[2], seen[3]}, []any{doc, "own"}) && !reflect.DeepEqual([]any{seen[2], seen[3]}, []any{"own", doc}) {
+			t.Errorf("batched contexts %v", seen[2:])
+		}
+	})
+}
+
+// blockingBridge is a callback that blocks until its context is cancelled
+// (or, when stubborn, until the test ends), reporting when it starts.
+func blockingBridge(t *testing.T, stubborn bool) (func(context.Context, string) (string, error), <-chan struct{}, <-chan struct{}) {
+	started := make(chan struct{}, 10)
+	cancelled := make(chan struct{})
+	end := make(chan struct{})
+	t.Cleanup(func() { close(end) })
+	var once sync.Once
+	return func(ctx context.Context, _ string) (string, error) {
+		started <- struct{}{}
+		if stubborn {
+			<-end
+			return "late", nil
+		}
+		<-ctx.Done()
+		once.Do(func() { close(cancelled) })
+		return "", ctx.Err()
+	}, started, cancelled
+}
+
+func TestCancelWhileInBridge(t *testing.T) {
+	for _, stubborn := range []bool{false, true} {
+		t.Run(fmt.Sprint("stubborn=", stubborn), func(t *testing.T) {
+			forEachMode(t, func(t *testing.T, m mode) {
+				fn, started, cancelled := blockingBridge(t, stubborn)
+				sb := newSandbox(t, m, supervisor.Config{OnLLMQuery: fn}, "")
+				go func() {
+					<-started
+					sb.Cancel()
+				}()
+				ce, err := sb.Execute(context.Background(), "print('asking')\nllm_query('slow')")
+				if !errors.Is(err, supervisor.ErrCanceled) {
+					t.Fatalf("err %v", err)
+				}
+				if ce.ErrorType != "KeyboardInterrupt" || ce.Stdout != "asking\n" {
+					t.Fatalf("%+v", ce)
+				}
+				if !stubborn {
+					<-cancelled // the callback's context was cancelled
+				}
+				// The sandbox is usable afterwards.
+				if ce := exec(t, sb, "print(1 + 1)"); ce.Stdout != "2\n" {
+					t.Fatalf("after cancel: %+v", ce)
+				}
+			})
+		})
+	}
+}
+
+func TestTimeoutExcludesBridgeWait(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		const timeout = 500 * time.Millisecond
+		slow := func(ctx context.Context, p string) (string, error) {
+			select { // an LLM that takes longer than the timeout to answer
+			case <-time.After(timeout):
+				return p, nil
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		}
+		sb := newSandbox(t, m, supervisor.Config{Timeout: timeout, OnLLMQuery: slow}, "")
+		ce, err := sb.Execute(context.Background(), "print([llm_query(str(i)) for i in range(3)])")
+		if err != nil || ce.Stdout != "['0', '1', '2']\n" {
+			t.Fatalf("err %v, %+v", err, ce)
+		}
+		if ce.BridgeCalls != 3 || ce.PythonDuration >= timeout || ce.Duration < 3*timeout {
+			t.Fatalf("calls %d, python %v, wall %v", ce.BridgeCalls, ce.PythonDuration, ce.Duration)
+		}
+		// Python time still counts, bridge calls or not.
+		ce, err = sb.Execute(context.Background(), "llm_query('x')\nprint('spinning')\nwhile True: pass")
+		if !errors.Is(err, supervisor.ErrTimeout) || ce.Stdout != "x\n"[:0]+"spinning\n" {
+			t.Fatalf("err %v, %+v", err, ce)
+		}
+	})
+}
+
+func TestWallTimeout(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		fn, _, cancelled := blockingBridge(t, false)
+		sb := newSandbox(t, m, supervisor.Config{WallTimeout: 300 * time.Millisecond, OnLLMQuery: fn}, "")
+		ce, err := sb.Execute(context.Background(), "print('waiting')\nllm_query('forever')")
+		if !errors.Is(err, supervisor.ErrTimeout) || ce.ErrorType != "KeyboardInterrupt" || ce.Stdout != "waiting\n" {
+			t.Fatalf("err %v, %+v", err, ce)
+		}
+		<-cancelled
+	})
+}
