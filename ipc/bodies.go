@@ -65,6 +65,7 @@ const (
 // side needs the value in one piece before the worker assembles it.
 type Stage struct {
 	Data string `msgpack:"data"` // any bytes: strings are not checked for UTF-8
+	Size int64  `msgpack:"size"` // the size of the whole staged value (a hint for the receiver)
 }
 
 // InitializeReply (W→S) acknowledges Initialize.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/emscripten"
+	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/linmem"
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/pymarshal"
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/wasmgen"
 	"github.com/tetratelabs/wazero"
@@ -209,6 +210,8 @@ func (in *Interpreter) boot(ctx context.Context, cfg Config) error {
 
 	resolve := func(name string) api.Module { return hostMods[name] }
 	rctx := experimental.WithImportResolver(ctx, resolve)
+	// Reserve the memory's address space so that growing it never copies.
+	rctx = experimental.WithMemoryAllocator(rctx, linmem.Allocator())
 	mainCfg := wazero.NewModuleConfig().WithName(fmt.Sprintf("pyodide#%d", id)).WithStartFunctions()
 	main, err := in.eng.rt.InstantiateModule(rctx, in.eng.main, mainCfg)
 	if err != nil {

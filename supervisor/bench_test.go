@@ -120,3 +120,60 @@ func BenchmarkCancelLatency(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLLMQuery: the round trip of one llm_query from Python to a host
+// callback that answers at once, and back (one Execute per call, minus the
+// cost of an Execute measured by BenchmarkExecutePass).
+func BenchmarkLLMQuery(b *testing.B) {
+	for _, m := range benchModes {
+		b.Run(m.name, func(b *testing.B) {
+			cfg := benchConfig(b, m.mode)
+			cfg.OnLLMQuery = func(_ context.Context, p string) (string, error) { return p, nil }
+			sb := readySandbox(b, cfg)
+			const calls = 100
+			code := "for _ in range(100): llm_query('ping')"
+			var total time.Duration
+			for b.Loop() {
+				ce, err := sb.Execute(context.Background(), code)
+				if err != nil || ce.Error != "" || ce.BridgeCalls != calls {
+					b.Fatal(err, ce.Error)
+				}
+				total += ce.Duration
+			}
+			b.ReportMetric(float64(total.Microseconds())/float64(b.N*calls), "µs-per-call")
+		})
+	}
+}
+
+// BenchmarkReadyWithLargeContext: from New to a sandbox whose `context` is
+// a 50 MB string.
+func BenchmarkReadyWithLargeContext(b *testing.B) {
+	ctx := context.Background()
+	text := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 50<<20/45)
+	for _, m := range benchModes {
+		b.Run(m.name, func(b *testing.B) {
+			cfg := benchConfig(b, m.mode)
+			warm, err := supervisor.New(ctx, cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			warm.Destroy()
+			var initTotal time.Duration
+			for b.Loop() {
+				sb, err := supervisor.New(ctx, cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				t0 := time.Now()
+				if err := sb.Initialize(ctx, text); err != nil {
+					b.Fatal(err)
+				}
+				initTotal += time.Since(t0)
+				b.StopTimer()
+				sb.Destroy()
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(initTotal.Milliseconds())/float64(b.N), "ms-initialize/op")
+		})
+	}
+}

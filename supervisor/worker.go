@@ -377,7 +377,7 @@ func (s *workerSandbox) Initialize(ctx context.Context, value any) error {
 // stageMin bytes on.
 const (
 	stageMin   = 1 << 20
-	stageChunk = 8 << 20
+	stageChunk = 1 << 20
 )
 
 // stage prepares v for an Initialize or SetVariable: it returns the value
@@ -402,9 +402,10 @@ func (s *workerSandbox) stage(v any) (wire any, staged string, err error) {
 		}
 		data, staged, wire = string(b), ipc.StagedValue, nil
 	}
+	size := int64(len(data))
 	for len(data) > 0 {
 		n := min(len(data), stageChunk)
-		if err := s.w.WriteMessage(ipc.KindStage, 0, ipc.Stage{Data: data[:n]}); err != nil {
+		if err := s.w.WriteMessage(ipc.KindStage, 0, ipc.Stage{Data: data[:n], Size: size}); err != nil {
 			if e := s.waitDead(); e != nil {
 				return nil, "", e
 			}

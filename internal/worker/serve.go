@@ -135,6 +135,8 @@ type server struct {
 	log    *slog.Logger
 	start  time.Time
 	stage  []byte // what Stage frames carried so far
+	// stageErr is why the staged value cannot be used.
+	stageErr error
 
 	mu         sync.Mutex
 	nextBridge uint64
@@ -202,7 +204,15 @@ func (s *server) handle(ctx context.Context, m ipc.Message) error {
 	}
 	switch b := m.Body.(type) {
 	case ipc.Stage:
-		s.stage = append(s.stage, b.Data...)
+		if s.stage == nil && b.Size > int64(len(b.Data)) && b.Size <= maxStage {
+			s.stage = make([]byte, 0, b.Size)
+		}
+		if s.stageErr == nil && int64(len(s.stage))+int64(len(b.Data)) > maxStage {
+			s.stage, s.stageErr = nil, fmt.Errorf("the value is larger than %d GiB", maxStage>>30)
+		}
+		if s.stageErr == nil {
+			s.stage = append(s.stage, b.Data...)
+		}
 		return nil
 	case ipc.Initialize:
 		v, err := s.value(b.Context, b.Staged)
@@ -249,11 +259,17 @@ func (s *server) handle(ctx context.Context, m ipc.Message) error {
 	return reply(ipc.KindError, ipc.Error{Code: ipc.CodeUnexpected, Message: fmt.Sprintf("the worker does not accept %v requests", m.Kind)})
 }
 
+// maxStage bounds a staged value: the guest's memory is at most 4 GiB.
+const maxStage = 4 << 30
+
 // value is the Go value of an Initialize or SetVariable: the message's
 // own, or the one the Stage frames before it carried (consuming them).
 func (s *server) value(v any, staged string) (any, error) {
-	stage := s.stage
-	s.stage = nil
+	stage, stageErr := s.stage, s.stageErr
+	s.stage, s.stageErr = nil, nil
+	if stageErr != nil && staged != "" {
+		return nil, stageErr
+	}
 	switch staged {
 	case "":
 		return convert.FromIPC(v), nil

@@ -1,0 +1,55 @@
+//go:build unix
+
+package linmem
+
+import (
+	"github.com/tetratelabs/wazero/experimental"
+	"golang.org/x/sys/unix"
+)
+
+const supported = true
+
+// memory is a reserved region of which the first committed bytes are
+// readable and writable.
+type memory struct {
+	buf       []byte // the whole reservation
+	committed int
+}
+
+func allocate(capacity, max uint64) experimental.LinearMemory {
+	if max == 0 || max > 1<<32 {
+		max = 1 << 32
+	}
+	buf, err := unix.Mmap(-1, 0, int(max), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANON|unix.MAP_NORESERVE)
+	if err != nil {
+		return nil
+	}
+	return &memory{buf: buf}
+}
+
+// commitStep rounds commits up, so that many small grows do not each
+// cost a system call.
+const commitStep = 4 << 20
+
+// Reallocate implements experimental.LinearMemory.
+func (m *memory) Reallocate(size uint64) []byte {
+	if size > uint64(len(m.buf)) {
+		return nil
+	}
+	if n := int(size); n > m.committed {
+		want := min((n+commitStep-1)/commitStep*commitStep, len(m.buf))
+		if err := unix.Mprotect(m.buf[m.committed:want], unix.PROT_READ|unix.PROT_WRITE); err != nil {
+			return nil
+		}
+		m.committed = want
+	}
+	return m.buf[:size:size]
+}
+
+// Free implements experimental.LinearMemory.
+func (m *memory) Free() {
+	if m.buf != nil {
+		_ = unix.Munmap(m.buf)
+		m.buf = nil
+	}
+}
