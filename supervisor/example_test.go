@@ -75,3 +75,35 @@ func ExampleSandbox_Execute_timeout() {
 	// true KeyboardInterrupt
 	// still usable
 }
+
+// An agent's code asks the host's language model through llm_query; the
+// time spent waiting for answers does not count against Timeout.
+func ExampleConfig_OnLLMQuery() {
+	ctx := context.Background()
+	sb, err := supervisor.New(ctx, supervisor.Config{
+		Timeout: 10 * time.Second,
+		OnLLMQuery: func(ctx context.Context, prompt string) (string, error) {
+			return "summary of " + prompt, nil // call your model here
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer sb.Destroy()
+	_ = sb.Initialize(ctx, "chapter one. chapter two. chapter three.")
+
+	ce, err := sb.Execute(ctx, `
+chunks = chunk_text(context, size=15, overlap=0)
+answers = llm_query_batched(chunks)   # concurrently, answers in order
+print(len(answers), answers[0])`)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Print(ce.Stdout)
+	fmt.Println(ce.BridgeCalls, "bridge calls")
+	// Output:
+	// 3 summary of chapter one. ch
+	// 3 bridge calls
+}

@@ -14,6 +14,11 @@ import (
 	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
 )
 
+// slowGrace is the grace period of tests that check the interrupt path:
+// long enough that formatting the KeyboardInterrupt's traceback is never
+// mistaken for ignoring it, even under the race detector.
+const slowGrace = 30 * time.Second
+
 func upper(_ context.Context, prompt string) (string, error) { return strings.ToUpper(prompt), nil }
 
 func TestLLMQuery(t *testing.T) {
@@ -171,7 +176,7 @@ func TestCancelWhileInBridge(t *testing.T) {
 		t.Run(fmt.Sprint("stubborn=", stubborn), func(t *testing.T) {
 			forEachMode(t, func(t *testing.T, m mode) {
 				fn, started, cancelled := blockingBridge(t, stubborn)
-				sb := newSandbox(t, m, supervisor.Config{OnLLMQuery: fn}, "")
+				sb := newSandbox(t, m, supervisor.Config{OnLLMQuery: fn, GracePeriod: slowGrace}, "")
 				go func() {
 					<-started
 					sb.Cancel()
@@ -206,7 +211,7 @@ func TestTimeoutExcludesBridgeWait(t *testing.T) {
 				return "", ctx.Err()
 			}
 		}
-		sb := newSandbox(t, m, supervisor.Config{Timeout: timeout, OnLLMQuery: slow}, "")
+		sb := newSandbox(t, m, supervisor.Config{Timeout: timeout, OnLLMQuery: slow, GracePeriod: slowGrace}, "")
 		ce, err := sb.Execute(context.Background(), "print([llm_query(str(i)) for i in range(3)])")
 		if err != nil || ce.Stdout != "['0', '1', '2']\n" {
 			t.Fatalf("err %v, %+v", err, ce)
@@ -225,7 +230,7 @@ func TestTimeoutExcludesBridgeWait(t *testing.T) {
 func TestWallTimeout(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		fn, _, cancelled := blockingBridge(t, false)
-		sb := newSandbox(t, m, supervisor.Config{WallTimeout: 300 * time.Millisecond, OnLLMQuery: fn}, "")
+		sb := newSandbox(t, m, supervisor.Config{WallTimeout: 300 * time.Millisecond, OnLLMQuery: fn, GracePeriod: slowGrace}, "")
 		ce, err := sb.Execute(context.Background(), "print('waiting')\nllm_query('forever')")
 		if !errors.Is(err, supervisor.ErrTimeout) || ce.ErrorType != "KeyboardInterrupt" || ce.Stdout != "waiting\n" {
 			t.Fatalf("err %v, %+v", err, ce)

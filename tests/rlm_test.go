@@ -265,7 +265,7 @@ func TestPrintBomb(t *testing.T) {
 
 func TestPartialOutput(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
-		sb := newSandbox(t, m, supervisor.Config{Timeout: time.Second}, "")
+		sb := newSandbox(t, m, supervisor.Config{Timeout: 3 * time.Second}, "")
 		ce := exec(t, sb, "import sys\nprint('before')\nprint('warn', file=sys.stderr)\nraise ValueError('boom')")
 		if ce.Stdout != "before\n" || ce.Stderr != "warn\n" || ce.ErrorType != "ValueError" {
 			t.Fatalf("exception: %+v", ce)
