@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 export RLM_SANDBOX_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/rlm-sandbox
 PYODIDE_VERSION := 314.0.7
-PYODIDE_DIR := $(RLM_SANDBOX_CACHE)/pyodide-$(PYODIDE_VERSION)
+PYODIDE_DIR := $(RLM_SANDBOX_CACHE)/pyodide-npm-$(PYODIDE_VERSION)
 BINS := bin/rlm-sandbox bin/rlm-worker
 RACE_PKGS := ./supervisor/... ./ipc/... ./runtime/internal/... ./tests/
 

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/distload"
 )
 
 // Benchmarks of a fresh interpreter. Run with `make bench`.
@@ -16,17 +18,37 @@ func benchConfig() Config {
 }
 
 func BenchmarkCompileFromCache(b *testing.B) {
+	ctx := context.Background()
 	cfg := benchConfig()
-	if _, err := loadEngine(context.Background(), cfg.Distribution, cfg.CacheDir, io.Discard); err != nil {
-		b.Fatal(err) // warms the on-disk cache
+	if _, err := loadEngine(ctx, cfg); err != nil {
+		b.Fatal(err) // warms the on-disk caches
 	}
-	b.ResetTimer()
-	for b.Loop() {
-		e, err := compile(context.Background(), cfg.Distribution, cfg.CacheDir, io.Discard)
+	var wasm, stdlib []byte
+	if d := cfg.Distribution; d != nil {
+		wasm, _ = d.ReadFile(fileWasm)
+		stdlib, _ = d.ReadFile(fileStdlib)
+	} else {
+		opts, err := cfg.loadOptions()
 		if err != nil {
 			b.Fatal(err)
 		}
-		e.rt.Close(context.Background())
+		files, err := distload.Load(ctx, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		wasm, stdlib = files.Files[fileWasm], files.Files[fileStdlib]
+	}
+	wasm, err := translated(ctx, cfg, wasm)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		e, err := compile(ctx, wasm, stdlib, cfg.CacheDir, io.Discard)
+		if err != nil {
+			b.Fatal(err)
+		}
+		e.rt.Close(ctx)
 	}
 }
 

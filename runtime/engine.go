@@ -33,18 +33,8 @@ type engine struct {
 	cacheDir string
 }
 
-type engineKey struct{ dist, cache string }
-
-var (
-	enginesMu sync.Mutex
-	engines   = map[engineKey]*engineEntry{}
-)
-
-type engineEntry struct {
-	once sync.Once
-	e    *engine
-	err  error
-}
+// enginesMu guards engine.pycZip, which PrepareStdlib fills in.
+var enginesMu sync.Mutex
 
 func features() api.CoreFeatures {
 	return api.CoreFeaturesV2 | experimental.CoreFeaturesExceptionHandling |
@@ -52,41 +42,14 @@ func features() api.CoreFeatures {
 		experimental.CoreFeaturesTypedFunctionReferences
 }
 
-// loadEngine compiles the distribution once per process (from the on-disk
-// compilation cache when it is warm).
-func loadEngine(ctx context.Context, dist Distribution, cacheDir string, notice io.Writer) (*engine, error) {
-	key := engineKey{dist.String(), cacheDir}
-	enginesMu.Lock()
-	ent := engines[key]
-	if ent == nil {
-		ent = &engineEntry{}
-		engines[key] = ent
-	}
-	enginesMu.Unlock()
-	ent.once.Do(func() { ent.e, ent.err = compile(ctx, dist, cacheDir, notice) })
-	if ent.err != nil {
-		// Let a later call retry (the distribution may be fetched meanwhile).
-		enginesMu.Lock()
-		if engines[key] == ent {
-			delete(engines, key)
-		}
-		enginesMu.Unlock()
-	}
-	return ent.e, ent.err
-}
-
-func compile(ctx context.Context, dist Distribution, cacheDir string, notice io.Writer) (*engine, error) {
-	wasm, err := dist.ReadFile("pyodide.asm.wasm")
-	if err != nil {
-		return nil, err
-	}
-	stdlib, err := dist.ReadFile("python_stdlib.zip")
-	if err != nil {
-		return nil, err
-	}
+// compile compiles the module (already in the exnref form) and its helper
+// modules, from the on-disk compilation cache when it is warm. Processes
+// that start cold at once compile in turn: the first fills the cache, the
+// others then load from it.
+func compile(ctx context.Context, wasm, stdlib []byte, cacheDir string, notice io.Writer) (*engine, error) {
 	parsed, err := wasmbin.Parse(wasm)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s/pyodide.asm.wasm: %v", ErrDistribution, dist, err)
+		return nil, fmt.Errorf("%s: %w", fileWasm, err)
 	}
 	var gotNames []string
 	for _, im := range parsed.Imports {
@@ -94,7 +57,7 @@ func compile(ctx context.Context, dist Distribution, cacheDir string, notice io.
 		case im.Kind == wasmbin.KindGlobal && im.Module == "GOT.func" && im.ValType == wasmbin.I32 && im.Mutable:
 			gotNames = append(gotNames, im.Name)
 		case im.Kind != wasmbin.KindFunc:
-			return nil, fmt.Errorf("%w: pyodide.asm.wasm imports %s.%s (kind %d), which this runtime cannot provide; Pyodide %s is required", ErrDistribution, im.Module, im.Name, im.Kind, PyodideVersion)
+			return nil, fmt.Errorf("%s imports %s.%s (kind %d), which this runtime cannot provide; Pyodide %s is required", fileWasm, im.Module, im.Name, im.Kind, PyodideVersion)
 		}
 	}
 
@@ -113,7 +76,13 @@ func compile(ctx context.Context, dist Distribution, cacheDir string, notice io.
 	cold := marker == ""
 	if marker != "" {
 		if _, err := os.Stat(marker); err != nil {
-			cold = true
+			unlock, err := distCache(cacheDir).Lock(ctx, "compile-"+id)
+			if err != nil {
+				return nil, err
+			}
+			defer unlock()
+			_, err = os.Stat(marker) // another process may have compiled it meanwhile
+			cold = err != nil
 		}
 	}
 	if cold && notice != nil {
@@ -125,7 +94,7 @@ func compile(ctx context.Context, dist Distribution, cacheDir string, notice io.
 	main, err := rt.CompileModule(cctx, wasm)
 	if err != nil {
 		rt.Close(ctx)
-		return nil, fmt.Errorf("%w: compile %s/pyodide.asm.wasm: %v (is it the exnref translation `make` produces?)", ErrDistribution, dist, err)
+		return nil, fmt.Errorf("compile %s: %w", fileWasm, err)
 	}
 	if cold && marker != "" {
 		_ = os.WriteFile(marker, []byte(time.Since(start).String()+"\n"), 0o644)
@@ -143,7 +112,7 @@ func compile(ctx context.Context, dist Distribution, cacheDir string, notice io.
 	for _, name := range []string{"malloc", "free", "Py_InitializeEx", "PyRun_SimpleString", "__wasm_call_ctors", "PyErr_CheckSignals"} {
 		if _, ok := main.ExportedFunctions()[name]; !ok {
 			rt.Close(ctx)
-			return nil, fmt.Errorf("%w: pyodide.asm.wasm does not export %s", ErrDistribution, name)
+			return nil, fmt.Errorf("%s does not export %s", fileWasm, name)
 		}
 	}
 	e := &engine{

@@ -30,12 +30,36 @@ var rlmPy string
 // Config configures an Interpreter. The zero value is usable: every field
 // has a documented default.
 type Config struct {
-	// Distribution is where Pyodide is loaded from.
-	// Default: DefaultDistribution().
+	// Distribution, when set, is where Pyodide is loaded from, unchecked;
+	// it wins over IndexURL.
 	Distribution Distribution
-	// CacheDir holds the compilation cache and the bytecode-compiled
-	// standard library. Default: CacheDir(). "-" disables the caches (every
-	// process then compiles Pyodide, ~10 s).
+	// IndexURL lists where Pyodide may be loaded from, tried in order until
+	// one works: local directories, file:// or http(s):// URLs of a Pyodide
+	// distribution (the directory holding pyodide.asm.wasm,
+	// python_stdlib.zip and pyodide-lock.json). An entry that fails (cannot
+	// be reached, a missing file, a timeout, a file whose SHA-256 is wrong,
+	// a file that is not a valid zip or wasm module) is reported on Notice
+	// and the next one is tried. Files are checked against the known SHA-256
+	// of Pyodide PyodideVersion unless Integrity or AllowUnverified says
+	// otherwise. Default: $RLM_PYODIDE_INDEX_URL (comma-separated), else
+	// DefaultIndexURL().
+	IndexURL []string
+	// Integrity gives the expected SHA-256 of the files, by file name
+	// ("pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json"), as hex,
+	// "sha256-<hex>" or "sha256-<base64>"; it replaces the built-in hashes,
+	// for loading a Pyodide version other than PyodideVersion.
+	// Default: the built-in hashes of PyodideVersion.
+	Integrity map[string]string
+	// AllowUnverified accepts files that have no expected hash: with no
+	// Integrity, nothing is checked. Default: false.
+	AllowUnverified bool
+	// FetchTimeout bounds loading the files of one IndexURL entry (not
+	// compiling them). Default: 2 minutes.
+	FetchTimeout time.Duration
+	// CacheDir holds the downloaded Pyodide files, their exnref
+	// translation, the compilation cache and the bytecode-compiled standard
+	// library. Default: CacheDir(). "-" disables the caches (every process
+	// then downloads, translates and compiles Pyodide, ~10 s).
 	CacheDir string
 	// MemoryLimit caps the guest's linear memory in bytes. Allocations past
 	// it raise MemoryError in Python. Default: 0, the wasm32 maximum (4 GiB).
@@ -107,7 +131,7 @@ var ErrDead = errors.New("runtime: interpreter is no longer usable")
 // instantiates a fresh interpreter and boots CPython.
 func New(ctx context.Context, cfg Config) (*Interpreter, error) {
 	cfg = cfg.withDefaults()
-	eng, err := loadEngine(ctx, cfg.Distribution, cfg.CacheDir, cfg.Notice)
+	eng, err := loadEngine(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -115,8 +139,14 @@ func New(ctx context.Context, cfg Config) (*Interpreter, error) {
 }
 
 func (cfg Config) withDefaults() Config {
-	if cfg.Distribution == nil {
-		cfg.Distribution = DefaultDistribution()
+	if cfg.Distribution == nil && len(cfg.IndexURL) == 0 {
+		cfg.IndexURL = indexURLFromEnv()
+		if len(cfg.IndexURL) == 0 {
+			cfg.IndexURL = DefaultIndexURL()
+		}
+	}
+	if cfg.FetchTimeout <= 0 {
+		cfg.FetchTimeout = defaultFetchTimeout
 	}
 	switch cfg.CacheDir {
 	case "":

@@ -43,7 +43,7 @@ func (e *engine) loadPycZip() []byte {
 // in the cache for cfg's distribution.
 func StdlibPrepared(ctx context.Context, cfg Config) (bool, error) {
 	cfg = cfg.withDefaults()
-	eng, err := loadEngine(ctx, cfg.Distribution, cfg.CacheDir, cfg.Notice)
+	eng, err := loadEngine(ctx, cfg)
 	if err != nil {
 		return false, err
 	}
@@ -57,7 +57,7 @@ func StdlibPrepared(ctx context.Context, cfg Config) (bool, error) {
 // is already prepared.
 func PrepareStdlib(ctx context.Context, cfg Config) (path string, err error) {
 	cfg = cfg.withDefaults()
-	eng, err := loadEngine(ctx, cfg.Distribution, cfg.CacheDir, cfg.Notice)
+	eng, err := loadEngine(ctx, cfg)
 	if err != nil {
 		return "", err
 	}

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rlm-sandbox/rlm-sandbox/runtime"
@@ -77,8 +80,20 @@ type Config struct {
 	// Default: DefaultStartTimeout (60 s: the first run on a machine
 	// compiles Pyodide).
 	StartTimeout time.Duration
-	// PyodideDir is the directory Pyodide is loaded from. Default:
-	// runtime.DefaultDistribution() ($RLM_SANDBOX_PYODIDE or the cache).
+	// IndexURL lists where Pyodide may be loaded from, tried in order:
+	// local directories, file:// or http(s):// URLs of a Pyodide
+	// distribution. Each file is checked against its known SHA-256 (see
+	// runtime.Config.IndexURL). Default: $RLM_PYODIDE_INDEX_URL
+	// (comma-separated), else runtime.DefaultIndexURL(): the directory
+	// `make` fills, then jsDelivr.
+	IndexURL []string
+	// Integrity and AllowUnverified are as in runtime.Config: expected
+	// SHA-256 hashes by file name for a Pyodide version other than
+	// runtime.PyodideVersion, or loading without any.
+	Integrity       map[string]string
+	AllowUnverified bool
+	// PyodideDir, when set, is a directory Pyodide is loaded from as is,
+	// without hash checks, instead of IndexURL. Default: unset.
 	PyodideDir string
 	// CacheDir holds the compilation and bytecode caches. Default:
 	// runtime.CacheDir().
@@ -128,9 +143,6 @@ func (c Config) withDefaults() Config {
 	if c.StartTimeout <= 0 {
 		c.StartTimeout = DefaultStartTimeout
 	}
-	if c.PyodideDir == "" {
-		c.PyodideDir = string(runtime.DefaultDistribution())
-	}
 	if c.CacheDir == "" {
 		c.CacheDir = runtime.CacheDir()
 	}
@@ -141,9 +153,50 @@ func (c Config) withDefaults() Config {
 }
 
 func (c Config) runtimeConfig() runtime.Config {
-	return runtime.Config{
-		Distribution: runtime.Dir(c.PyodideDir),
-		CacheDir:     c.CacheDir,
-		MemoryLimit:  c.MemoryLimit,
+	rc := runtime.Config{
+		IndexURL:        c.IndexURL,
+		Integrity:       c.Integrity,
+		AllowUnverified: c.AllowUnverified,
+		CacheDir:        c.CacheDir,
+		MemoryLimit:     c.MemoryLimit,
+		Notice:          logWriter{c.Logger},
 	}
+	if c.PyodideDir != "" {
+		rc.Distribution = runtime.Dir(c.PyodideDir)
+	}
+	return rc
+}
+
+// logWriter logs each line written to it (the runtime's notices, in
+// direct mode).
+type logWriter struct{ log *slog.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		w.log.Info(line)
+	}
+	return len(p), nil
+}
+
+// workerArgs are the rlm-worker flags that carry the configuration.
+func (c Config) workerArgs() []string {
+	args := []string{"--cache", c.CacheDir, "--memory-limit", strconv.FormatUint(c.MemoryLimit, 10)}
+	if c.PyodideDir != "" {
+		args = append(args, "--pyodide", c.PyodideDir)
+	}
+	for _, u := range c.IndexURL {
+		args = append(args, "--index-url", u)
+	}
+	names := make([]string, 0, len(c.Integrity))
+	for name := range c.Integrity {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		args = append(args, "--integrity", name+"="+c.Integrity[name])
+	}
+	if c.AllowUnverified {
+		args = append(args, "--allow-unverified")
+	}
+	return args
 }

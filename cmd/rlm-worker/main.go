@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 
 	"github.com/rlm-sandbox/rlm-sandbox/internal/worker"
 	"github.com/rlm-sandbox/rlm-sandbox/ipc"
@@ -24,7 +25,22 @@ func main() { os.Exit(run(os.Args[1:])) }
 
 func run(args []string) int {
 	fl := flag.NewFlagSet("rlm-worker", flag.ContinueOnError)
-	pyodide := fl.String("pyodide", "", "Pyodide directory (default: the runtime's)")
+	pyodide := fl.String("pyodide", "", "Pyodide directory, loaded as is (default: the runtime's index URLs)")
+	var indexURLs []string
+	fl.Func("index-url", "where to load Pyodide from: a directory, file:// or http(s):// URL; repeat to give fallbacks, tried in order (default: $"+runtime.IndexURLEnv+", else the cache, then jsDelivr)", func(s string) error {
+		indexURLs = append(indexURLs, s)
+		return nil
+	})
+	integrity := map[string]string{}
+	fl.Func("integrity", "expected SHA-256 of a Pyodide file, as NAME=HASH (repeatable; for versions other than "+runtime.PyodideVersion+")", func(s string) error {
+		name, hash, ok := strings.Cut(s, "=")
+		if !ok || name == "" || hash == "" {
+			return fmt.Errorf("want NAME=HASH, got %q", s)
+		}
+		integrity[name] = hash
+		return nil
+	})
+	allowUnverified := fl.Bool("allow-unverified", false, "load Pyodide files that have no expected hash")
 	cache := fl.String("cache", "", "cache directory (default: the runtime's)")
 	memLimit := fl.Uint64("memory-limit", 0, "guest memory limit in bytes (0: none)")
 	pageFD := fl.Int("interrupt-fd", 3, "inherited descriptor of the interrupt page")
@@ -48,7 +64,11 @@ func run(args []string) int {
 	}
 	defer page.Close()
 
-	cfg := runtime.Config{CacheDir: *cache, MemoryLimit: *memLimit, Interrupt: page, Notice: os.Stderr}
+	cfg := runtime.Config{IndexURL: indexURLs, CacheDir: *cache, MemoryLimit: *memLimit, Interrupt: page, Notice: os.Stderr,
+		AllowUnverified: *allowUnverified}
+	if len(integrity) > 0 {
+		cfg.Integrity = integrity
+	}
 	if *pyodide != "" {
 		cfg.Distribution = runtime.Dir(*pyodide)
 	}

@@ -1,0 +1,233 @@
+package distload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Cache is a content-addressed store in a directory, shared by every
+// process that opens the same directory:
+//
+//	blobs/sha256-<hex>  a file whose SHA-256 is <hex>
+//	refs/<key>          the <hex> of the blob that <key> stands for
+//	locks/<key>.lock    flock(2) targets, so that processes fill a key once
+//
+// Files appear only by renaming a complete temporary file, and blobs are
+// hashed again when read, so a half-written or damaged entry is never used.
+type Cache struct{ dir string }
+
+// OpenCache returns the cache in dir; nil when dir is "".
+func OpenCache(dir string) *Cache {
+	if dir == "" {
+		return nil
+	}
+	return &Cache{dir: dir}
+}
+
+// Dir is the cache's directory.
+func (c *Cache) Dir() string { return c.dir }
+
+var (
+	hexRe = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	keyRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+)
+
+func (c *Cache) blobPath(hex string) string {
+	return filepath.Join(c.dir, "blobs", "sha256-"+hex)
+}
+
+// Get returns the blob whose SHA-256 is hex. A blob that does not hash to
+// its name is removed and reported missing.
+func (c *Cache) Get(hex string) ([]byte, bool) {
+	if c == nil || !hexRe.MatchString(hex) {
+		return nil, false
+	}
+	p := c.blobPath(hex)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, false
+	}
+	if sum(b) != hex {
+		_ = os.Remove(p)
+		return nil, false
+	}
+	return b, true
+}
+
+// Put stores b and returns its hex SHA-256.
+func (c *Cache) Put(b []byte) (string, error) {
+	h := sum(b)
+	p := c.blobPath(h)
+	if st, err := os.Stat(p); err == nil && st.Size() == int64(len(b)) {
+		return h, nil
+	}
+	return h, writeAtomic(p, b)
+}
+
+// Ref returns the hex hash recorded for key.
+func (c *Cache) Ref(key string) (string, bool) {
+	if c == nil || !keyRe.MatchString(key) {
+		return "", false
+	}
+	b, err := os.ReadFile(filepath.Join(c.dir, "refs", key))
+	if err != nil {
+		return "", false
+	}
+	h := strings.TrimSpace(string(b))
+	return h, hexRe.MatchString(h)
+}
+
+// SetRef records that key stands for the blob whose SHA-256 is hex.
+func (c *Cache) SetRef(key, hex string) error {
+	if c == nil {
+		return nil
+	}
+	if !keyRe.MatchString(key) || !hexRe.MatchString(hex) {
+		return fmt.Errorf("distload: bad cache ref %q -> %q", key, hex)
+	}
+	return writeAtomic(filepath.Join(c.dir, "refs", key), []byte(hex+"\n"))
+}
+
+// Derive returns what compute makes of in, recorded under kind and the
+// SHA-256 of in, so that it is computed once per machine (processes that
+// need it at the same time wait for the first). When compute returns in
+// unchanged (the same slice), only the record is written, not a copy.
+func (c *Cache) Derive(ctx context.Context, kind string, in []byte, compute func() ([]byte, error)) ([]byte, error) {
+	if c == nil {
+		return compute()
+	}
+	inHash := sum(in)
+	key := kind + "-" + inHash
+	lookup := func() ([]byte, bool) {
+		h, ok := c.Ref(key)
+		switch {
+		case !ok:
+			return nil, false
+		case h == inHash:
+			return in, true
+		}
+		return c.Get(h)
+	}
+	if b, ok := lookup(); ok {
+		return b, nil
+	}
+	unlock, err := c.Lock(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if b, ok := lookup(); ok {
+		return b, nil
+	}
+	out, err := compute()
+	if err != nil {
+		return nil, err
+	}
+	h := inHash
+	if len(out) != len(in) || len(out) > 0 && &out[0] != &in[0] {
+		h, err = c.Put(out)
+	}
+	if err == nil {
+		err = c.SetRef(key, h)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("distload: cache %s: %w", key, err)
+	}
+	return out, nil
+}
+
+// TestHookLockWait, when set, is called each time Lock has to wait for
+// another holder of a lock. Tests use it to make sure that two processes
+// really contend; it must not be set otherwise.
+var TestHookLockWait func(key string)
+
+// Lock takes the exclusive lock named key, shared with other processes
+// (flock(2) on locks/<key>.lock), waiting for it as long as ctx allows.
+func (c *Cache) Lock(ctx context.Context, key string) (unlock func(), err error) {
+	if !keyRe.MatchString(key) {
+		return nil, fmt.Errorf("distload: bad lock name %q", key)
+	}
+	dir := filepath.Join(c.dir, "locks")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, key+".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	fd := int(f.Fd())
+	release := func() {
+		_ = unix.Flock(fd, unix.LOCK_UN)
+		f.Close()
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err == nil {
+		return release, nil
+	} else if !errors.Is(err, unix.EWOULDBLOCK) {
+		f.Close()
+		return nil, fmt.Errorf("distload: lock %s: %w", f.Name(), err)
+	}
+	if TestHookLockWait != nil {
+		TestHookLockWait(key)
+	}
+	got := make(chan error, 1)
+	go func() {
+		for {
+			err := unix.Flock(fd, unix.LOCK_EX)
+			if err != unix.EINTR {
+				got <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-got:
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("distload: lock %s: %w", f.Name(), err)
+		}
+		return release, nil
+	case <-ctx.Done():
+		go func() { // give the lock back whenever the wait ends
+			if <-got == nil {
+				release()
+			} else {
+				f.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
+}
+
+// writeAtomic writes b to path through a temporary file in the same
+// directory and a rename, so readers see the whole file or none.
+func writeAtomic(path string, b []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(b)
+	if err == nil {
+		err = tmp.Chmod(0o644)
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
+}
