@@ -2,7 +2,9 @@ package ipc
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"math/big"
 	"reflect"
 	"slices"
@@ -29,6 +31,10 @@ const (
 	// ExtSet carries a Python set or frozenset. Payload: a msgpack array
 	// of the elements, each a value.
 	ExtSet int8 = 2
+
+	// ExtComplex carries a Python complex number. Payload: the real and
+	// imaginary parts as big-endian IEEE 754 float64s (16 bytes).
+	ExtComplex int8 = 3
 )
 
 // Set is a Python set or frozenset: its elements in iteration order. It is
@@ -53,6 +59,7 @@ type Pair struct {
 // EncodeValue encodes a Python value from its Go form into msgpack.
 //
 // It accepts nil (None), bool, every Go integer type, *big.Int, float32,
+// complex64, complex128,
 // float64, string, []byte, []any (list or tuple), map[string]any, Dict,
 // Set, map[any]any, and by reflection other slices, arrays, maps and
 // pointers built from those. Maps are written in a deterministic order
@@ -92,6 +99,7 @@ func EncodeStagedValue(v any) ([]byte, error) {
 //	int64                        int fitting int64
 //	*big.Int                     any other int (never one fitting int64)
 //	float64                      float (msgpack float32 is widened)
+//	complex128                   complex
 //	string                       str
 //	[]byte                       bytes, bytearray
 //	[]any                        list, tuple
@@ -152,6 +160,10 @@ func (w *writer) value(v any, depth int) error {
 		w.float(float64(x))
 	case float64:
 		w.float(x)
+	case complex128:
+		w.complex(x)
+	case complex64:
+		w.complex(complex128(x))
 	case string:
 		if len(x) > MaxFrameSize {
 			return frameTooLarge(len(x))
@@ -213,6 +225,14 @@ func (w *writer) list(n int, at func(int) any, depth int) error {
 		}
 	}
 	return nil
+}
+
+// complex appends c as ExtComplex.
+func (w *writer) complex(c complex128) {
+	var payload [16]byte
+	binary.BigEndian.PutUint64(payload[:8], math.Float64bits(real(c)))
+	binary.BigEndian.PutUint64(payload[8:], math.Float64bits(imag(c)))
+	w.ext(ExtComplex, payload[:])
 }
 
 // set appends s as ExtSet.
@@ -434,7 +454,7 @@ func decodeMap(r *reader, depth int) (any, error) {
 	return m, nil
 }
 
-// decodeExt reads an ExtBigInt or ExtSet.
+// decodeExt reads an ExtBigInt, ExtComplex or ExtSet.
 func decodeExt(r *reader, depth int) (any, error) {
 	typ, payload, err := r.readExt()
 	if err != nil {
@@ -443,6 +463,13 @@ func decodeExt(r *reader, depth int) (any, error) {
 	switch typ {
 	case ExtBigInt:
 		return decodeBigInt(payload)
+	case ExtComplex:
+		if len(payload) != 16 {
+			return nil, malformedf("complex payload of %d bytes, want 16", len(payload))
+		}
+		re := math.Float64frombits(binary.BigEndian.Uint64(payload[:8]))
+		im := math.Float64frombits(binary.BigEndian.Uint64(payload[8:]))
+		return complex(re, im), nil
 	case ExtSet:
 		inner := reader{buf: payload}
 		n, err := inner.readArrayLen()

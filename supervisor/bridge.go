@@ -20,10 +20,12 @@ type run struct {
 	cancel context.CancelFunc
 	clock  *pyClock
 	calls  atomic.Int64
+	start  time.Time // when the execution (and its clock) started
 }
 
 func newRun(timeout time.Duration) *run {
 	r := &run{reason: make(chan error, 1), clock: newPyClock(timeout)}
+	r.start = r.clock.since
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	return r
 }

@@ -207,7 +207,7 @@ func (d *direct) execute(ctx context.Context, code string, interactive bool) (*C
 			d.in.Close()
 		}
 	}()
-	start := time.Now()
+	start := r.start
 	out := runtime.Output{Stdout: stdout, Stderr: stderr}
 	var res *runtime.Result
 	var err error
@@ -218,8 +218,8 @@ func (d *direct) execute(ctx context.Context, code string, interactive bool) (*C
 	}
 	close(done)
 	<-exited
-	ce := &CodeExecution{Code: code, Duration: time.Since(start)}
-	ce.PythonDuration = r.clock.stop()
+	python := r.clock.stop()
+	ce := &CodeExecution{Code: code, Duration: time.Since(start), PythonDuration: python}
 	ce.BridgeCalls = int(r.calls.Load())
 	ce.Stdout, ce.Stderr = stdout.String(), stderr.String()
 	ce.Truncated = stdout.truncated() || stderr.truncated()

@@ -9,13 +9,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/rlm-sandbox/rlm-sandbox/internal/convert"
+	"github.com/rlm-sandbox/rlm-sandbox/internal/worker"
 	"github.com/rlm-sandbox/rlm-sandbox/ipc"
+	"github.com/rlm-sandbox/rlm-sandbox/runtime"
 )
 
 // workerSandbox runs the interpreter in an rlm-worker process. Interrupts
@@ -75,11 +77,7 @@ func newWorker(ctx context.Context, cfg Config) (*workerSandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: interrupt page: %v", ErrWorkerUnavailable, err)
 	}
-	cmd := exec.Command(path,
-		"--pyodide", cfg.PyodideDir,
-		"--cache", cfg.CacheDir,
-		"--memory-limit", strconv.FormatUint(cfg.MemoryLimit, 10),
-		"--interrupt-fd", "3")
+	cmd := exec.Command(path, append(cfg.workerArgs(), "--interrupt-fd", "3")...)
 	cmd.ExtraFiles = []*os.File{page.File()}
 	cmd.Env = os.Environ()
 	setProcAttr(cmd)
@@ -142,6 +140,10 @@ func newWorker(ctx context.Context, cfg Config) (*workerSandbox, error) {
 	if hello.Kind == ipc.KindError {
 		e, _ := hello.Body.(ipc.Error)
 		s.kill()
+		if e.Code == worker.CodeDistribution {
+			msg := strings.TrimPrefix(e.Message, runtime.ErrDistribution.Error()+": ")
+			return nil, fmt.Errorf("%w (in rlm-worker): %s", runtime.ErrDistribution, msg)
+		}
 		return nil, fmt.Errorf("supervisor: rlm-worker could not start its interpreter: %s", e.Message)
 	}
 	h, _ := hello.Body.(ipc.Hello)
@@ -519,7 +521,7 @@ func (s *workerSandbox) execute(ctx context.Context, code string, interactive bo
 		stdout: newCollector(s.cfg.MaxOutputLength, s.cfg.OnStdout),
 		stderr: newCollector(s.cfg.MaxOutputLength, s.cfg.OnStderr),
 	}
-	start := time.Now()
+	start := r.start
 	id, ch, err := s.send(ipc.KindExecute, ipc.Execute{Code: code, Interactive: interactive}, streams)
 	if err != nil {
 		return nil, err
@@ -588,9 +590,9 @@ wait:
 }
 
 func (s *workerSandbox) execution(code string, start time.Time, st *execStreams, r *run, res *ipc.Result) *CodeExecution {
-	ce := &CodeExecution{Code: code, Stdout: st.stdout.String(), Stderr: st.stderr.String(), Duration: time.Since(start)}
+	python := r.clock.stop()
+	ce := &CodeExecution{Code: code, Stdout: st.stdout.String(), Stderr: st.stderr.String(), Duration: time.Since(start), PythonDuration: python}
 	ce.Truncated = st.stdout.truncated() || st.stderr.truncated()
-	ce.PythonDuration = r.clock.stop()
 	ce.BridgeCalls = int(r.calls.Load())
 	if res != nil {
 		ce.Error, ce.ErrorType, ce.Traceback = res.Error, res.ErrorType, res.Traceback

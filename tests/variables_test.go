@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/big"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/rlm-sandbox/rlm-sandbox/runtime"
@@ -110,6 +111,28 @@ func TestSetVariable(t *testing.T) {
 		}
 		if err := sb.SetVariable(ctx, "bad", make(chan int)); err == nil {
 			t.Fatal("SetVariable of a channel: no error")
+		}
+	})
+}
+
+func TestVariableEdgeValues(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "")
+		exec(t, sb, "c = 1.5 - 2j\nbig = 'x' * (70 << 20)")
+		v, found, err := sb.GetVariable(context.Background(), "c")
+		if err != nil || !found || v != complex(1.5, -2) {
+			t.Fatalf("complex: %v %v %#v", err, found, v)
+		}
+		// A value too large for one frame is an error, not a dead worker.
+		v, _, err = sb.GetVariable(context.Background(), "big")
+		if m.name == "worker" && (err == nil || !strings.Contains(err.Error(), "too large")) {
+			t.Fatalf("70 MB variable: %v", err)
+		}
+		if m.name == "direct" && (err != nil || len(v.(string)) != 70<<20) {
+			t.Fatalf("70 MB variable in direct mode: %v", err)
+		}
+		if ce := exec(t, sb, "print(len(big))"); ce.Stdout != "73400320\n" {
+			t.Fatalf("after: %+v", ce)
 		}
 	})
 }

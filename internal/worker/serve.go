@@ -41,7 +41,11 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 	rcfg.Bridge = s.bridge
 	interp, err := runtime.New(ctx, rcfg)
 	if err != nil {
-		_ = w.WriteMessage(ipc.KindError, 0, ipc.Error{Code: ipc.CodeInternal, Message: err.Error()})
+		code := ipc.CodeInternal
+		if errors.Is(err, runtime.ErrDistribution) {
+			code = CodeDistribution
+		}
+		_ = w.WriteMessage(ipc.KindError, 0, ipc.Error{Code: code, Message: err.Error()})
 		return err
 	}
 	defer interp.Close()
@@ -77,6 +81,10 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 	}
 	return nil
 }
+
+// CodeDistribution is the code of the Error the worker sends instead of its
+// Hello when Pyodide cannot be loaded (runtime.ErrDistribution).
+const CodeDistribution = "distribution"
 
 // request is a frame read from the supervisor, or the error reading it.
 type request struct {
@@ -194,7 +202,15 @@ func (s *server) bridge(ctx context.Context, method string, args []any) (any, er
 // handle answers one request. It returns an error only when the reply
 // cannot be written (the supervisor is gone).
 func (s *server) handle(ctx context.Context, m ipc.Message) error {
-	reply := func(kind ipc.Kind, body any) error { return s.w.WriteMessage(kind, m.ID, body) }
+	reply := func(kind ipc.Kind, body any) error {
+		err := s.w.WriteMessage(kind, m.ID, body)
+		if errors.Is(err, ipc.ErrUnsupportedValue) || errors.Is(err, ipc.ErrFrameTooLarge) || errors.Is(err, ipc.ErrTooDeep) {
+			// Nothing was written: the reply cannot be encoded (a value
+			// too large for a frame, say). Say so instead.
+			return s.w.WriteMessage(ipc.KindError, m.ID, ipc.Error{Code: ipc.CodeInternal, Message: "the reply cannot be sent: " + err.Error()})
+		}
+		return err
+	}
 	fail := func(err error) error {
 		code := ipc.CodeInternal
 		if errors.Is(err, runtime.ErrDead) || errors.Is(err, runtime.ErrClosed) {
