@@ -1,101 +1,266 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"time"
+	"strings"
 
 	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
+// execOptions are exec's flags and arguments.
 type execOptions struct {
-	code        string
-	contextText string
-	contextFile string
-	timeout     time.Duration
-	direct      bool
+	sandbox   sandboxOptions
+	global    *globalOptions
+	codeFlags []codeArg    // -c, with where each stood among the arguments
+	sources   []codeSource // the code blocks, in command-line order
+	json      bool
+	maxOutput int
 }
 
-func newExecCmd() *cobra.Command {
-	var o execOptions
+// codeSource is one block of code: given with -c, or in a file ("-":
+// standard input).
+type codeSource struct {
+	name string // for messages: "-c", a path, or "<stdin>"
+	code string // for -c
+	path string // for a file; "-" is standard input
+}
+
+func newExecCmd(ios *iostreams, g *globalOptions, runF func(*execOptions) error) *cobra.Command {
+	o := &execOptions{global: g}
 	cmd := &cobra.Command{
-		Use:   "exec [file.py | -]",
-		Short: "Run Python code and print its output",
-		Long: `Runs Python code in a fresh sandbox. The code comes from -c, from a file,
-or from standard input ("-" or no argument). Its stdout and stderr stream to
-this command's stdout and stderr; an exception prints its traceback to stderr
-and exits with status 1.`,
-		Args: cobra.MaximumNArgs(1),
+		Use:   "exec [flags] [FILE.py | -]...",
+		Short: "Run Python code in a fresh sandbox and print its output",
+		Long: `Runs Python code in a fresh sandbox. The code comes from -c CODE, from
+files, or from standard input ("-", or nothing given and stdin not a
+terminal). Several -c and files run one after another, in the order given,
+in the same sandbox; the first that raises an exception stops the run.
+
+Python's stdout and stderr stream to this command's stdout and stderr as
+they are written; an exception prints its traceback to stderr. With --json,
+each block prints instead one JSON object (one line) with its stdout,
+stderr, error ("Type: message" or null), error_type, traceback,
+duration_ms, python_duration_ms, bridge_calls, timed_out and truncated.
+
+llm_query(prompt) and rlm_query(task, ctx) in the code are answered by the
+shell commands of --llm-cmd and --rlm-cmd; without them they raise
+BridgeError.
+
+Exit status: 0 success, 1 the code raised an exception, 2 usage error,
+3 the sandbox failed, 124 timeout, 130 interrupted (Ctrl-C first
+interrupts the code, a second Ctrl-C ends the command at once).`,
+		Example: `  rlm-sandbox exec -c 'print(6*7)'
+  rlm-sandbox exec script.py --context-file big.txt --timeout 10s
+  seq 100 | rlm-sandbox exec --context-file - -c 'print(sum(map(int, context.split())))'
+  rlm-sandbox exec --llm-cmd 'tr a-z A-Z' -c 'print(llm_query("hello"))'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			code := o.code
-			if code == "" {
-				var err error
-				if code, err = readSource(cmd.InOrStdin(), args); err != nil {
-					return err
-				}
-			} else if len(args) > 0 {
-				return fmt.Errorf("%w: give code with -c or as a file, not both", errUsage)
+			o.sources = mergeSources(o.codeFlags, args)
+			if err := o.validate(ios); err != nil {
+				return err
 			}
-			text := o.contextText
-			if o.contextFile != "" {
-				if o.contextText != "" {
-					return fmt.Errorf("%w: give --context or --context-file, not both", errUsage)
-				}
-				b, err := os.ReadFile(o.contextFile)
-				if err != nil {
-					return err
-				}
-				text = string(b)
+			if runF != nil {
+				return runF(o)
 			}
-			return runExec(cmd, o, code, text)
+			return runExec(cmd.Context(), ios, o)
 		},
 	}
-	cmd.Flags().StringVarP(&o.code, "code", "c", "", "Python code to run")
-	cmd.Flags().StringVar(&o.contextText, "context", "", "text of the Python variable `context`")
-	cmd.Flags().StringVar(&o.contextFile, "context-file", "", "file whose text becomes the Python variable `context`")
-	cmd.Flags().DurationVar(&o.timeout, "timeout", supervisor.DefaultTimeout, "interrupt the code after this long")
-	cmd.Flags().BoolVar(&o.direct, "direct", false, "run the interpreter in this process instead of an rlm-worker")
+	fs := cmd.Flags()
+	fs.VarP(&codeFlag{fs: fs, list: &o.codeFlags}, "code", "c", "Python `CODE` to run (repeatable)")
+	fs.BoolVar(&o.json, "json", false, "print one JSON object per code block instead of streaming the output")
+	fs.IntVar(&o.maxOutput, "max-output", 0, "cap each block's stdout and stderr at `N` characters, keeping head and tail\n"+
+		"(output is then printed when the block ends; default: no cap, or 50000 with --json)")
+	o.sandbox.addFlags(fs, supervisor.DefaultTimeout)
 	return cmd
 }
 
-func readSource(stdin io.Reader, args []string) (string, error) {
-	if len(args) == 0 || args[0] == "-" {
-		b, err := io.ReadAll(stdin)
-		return string(b), err
+func (o *execOptions) validate(ios *iostreams) error {
+	if len(o.sources) == 0 {
+		if ios.inTTY {
+			return usageErrorf("no code to run: give -c CODE, a file, or pipe code on stdin (for an interactive session run `rlm-sandbox repl`)")
+		}
+		o.sources = []codeSource{{name: "<stdin>", path: "-"}}
 	}
-	b, err := os.ReadFile(args[0])
-	return string(b), err
+	stdin := 0
+	for _, s := range o.sources {
+		if s.path == "-" {
+			stdin++
+		}
+	}
+	switch {
+	case stdin > 1:
+		return usageErrorf(`"-" (code from standard input) can be given once`)
+	case stdin == 1 && o.sandbox.contextFromStdin():
+		return usageErrorf("the code is read from standard input, so the context cannot be: give the code with -c or a file")
+	case o.maxOutput < 0:
+		return usageErrorf("--max-output must be positive")
+	}
+	return nil
 }
 
-func runExec(cmd *cobra.Command, o execOptions, code, text string) error {
-	ctx := cmd.Context()
-	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	cfg := supervisor.Config{
-		Timeout:         o.timeout,
-		MaxOutputLength: -1,
-		OnStdout:        func(l string) { fmt.Fprintln(out, l) },
-		OnStderr:        func(l string) { fmt.Fprintln(errOut, l) },
+// readSources returns the code of each block; the files are read before
+// any sandbox starts, so a wrong path fails fast.
+func (o *execOptions) readSources(stdin io.Reader) ([]string, error) {
+	codes := make([]string, len(o.sources))
+	for i, s := range o.sources {
+		switch s.path {
+		case "":
+			codes[i] = s.code
+		case "-":
+			b, err := io.ReadAll(stdin)
+			if err != nil {
+				return nil, fmt.Errorf("read code from standard input: %w", err)
+			}
+			codes[i] = string(b)
+		default:
+			b, err := os.ReadFile(s.path)
+			if err != nil {
+				return nil, usageErrorf("%v", err)
+			}
+			codes[i] = string(b)
+		}
 	}
-	if o.direct {
-		cfg.UseWorker = supervisor.WorkerNever
+	return codes, nil
+}
+
+func runExec(parent context.Context, ios *iostreams, o *execOptions) error {
+	// Inputs are read first, while Ctrl-C still ends the command at once.
+	codes, err := o.readSources(ios.In)
+	if err != nil {
+		return err
+	}
+	value, err := o.sandbox.contextValue(ios.In)
+	if err != nil {
+		return err
+	}
+	ctx, stop := interruptContext(parent)
+	defer stop()
+	cfg := o.sandbox.config(newLogger(ios.ErrOut, o.global.verbose))
+	streaming := !o.json && o.maxOutput == 0
+	if streaming {
+		cfg.OnStdout = lineWriter(ios.Out)
+		cfg.OnStderr = lineWriter(ios.ErrOut)
+	} else {
+		cfg.MaxOutputLength = o.maxOutput
 	}
 	sb, err := supervisor.New(ctx, cfg)
 	if err != nil {
-		return err
+		return orInterrupted(ctx, err)
 	}
 	defer sb.Destroy()
-	if err := sb.Initialize(ctx, text); err != nil {
-		return err
+	if err := sb.Initialize(ctx, value); err != nil {
+		return orInterrupted(ctx, err)
 	}
-	ce, err := sb.Execute(ctx, code)
-	if err != nil {
-		return err
-	}
-	if ce.Error != "" {
-		fmt.Fprint(errOut, ce.Traceback)
-		return errPython
+	enc := json.NewEncoder(ios.Out)
+	enc.SetEscapeHTML(false)
+	for i, code := range codes {
+		ce, err := sb.Execute(ctx, code)
+		// exit() and sys.exit() end the run, as in a Python script; a
+		// status other than 0 or None makes it a failure.
+		exited := err == nil && ce.ErrorType == "SystemExit"
+		if ce != nil {
+			switch {
+			case o.json:
+				if err := enc.Encode(executionResult(ce, err)); err != nil {
+					return err
+				}
+			case !streaming:
+				io.WriteString(ios.Out, ce.Stdout)
+				io.WriteString(ios.ErrOut, ce.Stderr)
+			}
+			if ce.Traceback != "" && !o.json && !exited {
+				io.WriteString(ios.ErrOut, withNewline(ce.Traceback))
+			}
+		}
+		switch {
+		case err != nil:
+			return fmt.Errorf("%s: %w", o.sources[i].name, orInterrupted(ctx, err))
+		case exited:
+			if status := strings.TrimPrefix(ce.Error, "SystemExit: "); status != "None" && status != "0" && status != "" {
+				if !o.json {
+					fmt.Fprintln(ios.ErrOut, ce.Error)
+				}
+				return errPython
+			}
+			return nil
+		case ce.Error != "":
+			return errPython
+		}
 	}
 	return nil
+}
+
+// orInterrupted returns the signal that cancelled ctx, if one did, else err.
+func orInterrupted(ctx context.Context, err error) error {
+	if sig := interruption(ctx); sig != nil {
+		return sig
+	}
+	return err
+}
+
+// lineWriter returns an OnStdout/OnStderr callback that writes each line
+// to w as it comes.
+func lineWriter(w io.Writer) func(string) {
+	var buf []byte
+	return func(line string) {
+		buf = append(append(buf[:0], line...), '\n')
+		w.Write(buf)
+	}
+}
+
+func withNewline(s string) string {
+	if strings.HasSuffix(s, "\n") {
+		return s
+	}
+	return s + "\n"
+}
+
+// codeArg is a -c flag and the number of arguments before it.
+type codeArg struct {
+	pos  int
+	code string
+}
+
+// codeFlag collects -c values, noting for each how many positional
+// arguments pflag had seen when it parsed it, so that -c and files run in
+// the order they were given.
+type codeFlag struct {
+	fs   *pflag.FlagSet
+	list *[]codeArg
+}
+
+func (f *codeFlag) String() string { return "" }
+func (f *codeFlag) Type() string   { return "CODE" }
+func (f *codeFlag) Set(s string) error {
+	*f.list = append(*f.list, codeArg{pos: len(f.fs.Args()), code: s})
+	return nil
+}
+
+// mergeSources interleaves the -c blocks with the file arguments.
+func mergeSources(codes []codeArg, args []string) []codeSource {
+	var out []codeSource
+	name := func(c int) string {
+		if len(codes) == 1 {
+			return "-c"
+		}
+		return fmt.Sprintf("-c #%d", c+1)
+	}
+	c := 0
+	for i := 0; i <= len(args); i++ {
+		for ; c < len(codes) && codes[c].pos <= i; c++ {
+			out = append(out, codeSource{name: name(c), code: codes[c].code})
+		}
+		if i < len(args) {
+			s := codeSource{name: args[i], path: args[i]}
+			if s.path == "-" {
+				s.name = "<stdin>"
+			}
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -1,6 +1,9 @@
-// Command rlm-sandbox runs Python in an rlm-sandbox from the shell.
+// Command rlm-sandbox runs LLM-written Python in a sandbox from the shell:
+// `exec` runs code once, `repl` is an interactive session, `serve --stdio`
+// lets programs in any language drive sandboxes over JSON-RPC, `prepare`
+// warms the caches and `version` reports versions.
 package main
 
 import "os"
 
-func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
+func main() { os.Exit(run(os.Args[1:], systemStreams())) }

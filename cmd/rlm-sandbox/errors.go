@@ -1,0 +1,155 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+
+	"github.com/rlm-sandbox/rlm-sandbox/runtime"
+	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
+)
+
+// Exit statuses: the contract scripts rely on (README.md lists them).
+const (
+	exitOK          = 0
+	exitPython      = 1   // the Python code raised an exception
+	exitUsage       = 2   // bad flags or arguments
+	exitSandbox     = 3   // the sandbox could not run the code
+	exitTimeout     = 124 // as timeout(1)
+	exitInterrupted = 130 // 128 + SIGINT
+)
+
+var (
+	// errPython: the code raised; its traceback has been printed already.
+	errPython = errors.New("the Python code raised an exception")
+	// errUsage marks errors in how the command was called.
+	errUsage = errors.New("usage")
+)
+
+// usageErrorf returns an error matching errUsage.
+func usageErrorf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, args...))
+}
+
+// signalError reports that a signal ended the command.
+type signalError struct{ sig os.Signal }
+
+func (e *signalError) Error() string { return "interrupted by " + e.sig.String() }
+
+// Kinds of error: the exit status of the CLI and the error data of
+// `serve` both derive from them, here and nowhere else.
+const (
+	kindPython            = "python"
+	kindUsage             = "usage"
+	kindTimeout           = "timeout"
+	kindInterrupted       = "interrupted"
+	kindCanceled          = "canceled"
+	kindDead              = "dead"
+	kindWorkerExited      = "worker_exited"
+	kindWorkerUnavailable = "worker_unavailable"
+	kindDistribution      = "distribution"
+	kindDestroyed         = "destroyed"
+	kindNotInitialized    = "not_initialized"
+	kindProtocol          = "protocol"
+	kindInternal          = "internal"
+)
+
+// errorKind classifies err. The order matters: a timeout that ended with
+// the interpreter killed is still a timeout.
+func errorKind(err error) string {
+	var sig *signalError
+	switch {
+	case errors.As(err, &sig):
+		return kindInterrupted
+	case errors.Is(err, errPython):
+		return kindPython
+	case errors.Is(err, errUsage):
+		return kindUsage
+	case errors.Is(err, supervisor.ErrTimeout):
+		return kindTimeout
+	case errors.Is(err, supervisor.ErrCanceled):
+		return kindCanceled
+	case errors.Is(err, supervisor.ErrWorkerExited):
+		return kindWorkerExited
+	case errors.Is(err, supervisor.ErrDead):
+		return kindDead
+	case errors.Is(err, supervisor.ErrWorkerUnavailable):
+		return kindWorkerUnavailable
+	case errors.Is(err, runtime.ErrDistribution):
+		return kindDistribution
+	case errors.Is(err, supervisor.ErrDestroyed):
+		return kindDestroyed
+	case errors.Is(err, supervisor.ErrNotInitialized):
+		return kindNotInitialized
+	case errors.Is(err, supervisor.ErrProtocol):
+		return kindProtocol
+	}
+	return kindInternal
+}
+
+// exitCode maps an error to the process's exit status.
+func exitCode(err error) int {
+	if err == nil {
+		return exitOK
+	}
+	switch errorKind(err) {
+	case kindPython:
+		return exitPython
+	case kindUsage:
+		return exitUsage
+	case kindTimeout:
+		return exitTimeout
+	case kindInterrupted:
+		var sig *signalError
+		errors.As(err, &sig)
+		if s, ok := sig.sig.(syscall.Signal); ok && s != syscall.SIGINT {
+			return 128 + int(s)
+		}
+		return exitInterrupted
+	case kindCanceled:
+		return exitInterrupted
+	}
+	return exitSandbox
+}
+
+// hint says what to do about an error, or "".
+func hint(err error) string {
+	switch errorKind(err) {
+	case kindDistribution:
+		return "run `make` in the rlm-sandbox source tree to fetch and prepare Pyodide " + runtime.PyodideVersion +
+			", or set RLM_SANDBOX_PYODIDE to a prepared copy; then `rlm-sandbox prepare` checks it"
+	case kindWorkerUnavailable:
+		return "build rlm-worker (`make build`) and keep it next to rlm-sandbox or on $PATH, " +
+			"set RLM_WORKER to its path, or run in-process with --direct"
+	case kindWorkerExited, kindDead:
+		return "the sandbox's interpreter is gone and everything it held with it; run the code again " +
+			"(with --direct if rlm-worker keeps failing)"
+	case kindTimeout:
+		return "raise --timeout (it counts Python time), or make the code faster"
+	case kindProtocol:
+		return "rlm-sandbox and rlm-worker come from different builds: rebuild both with `make build`"
+	}
+	return ""
+}
+
+// reportError prints err for a person, once: the Python traceback has
+// already been printed, usage errors point at --help.
+func reportError(w io.Writer, err error, commandPath string) {
+	switch errorKind(err) {
+	case kindPython:
+		return
+	case kindUsage:
+		msg := err.Error()
+		if u := errUsage.Error() + ": "; len(msg) > len(u) && msg[:len(u)] == u {
+			msg = msg[len(u):]
+		}
+		fmt.Fprintf(w, "rlm-sandbox: %s\nRun '%s --help' for usage.\n", msg, commandPath)
+		return
+	}
+	fmt.Fprintln(w, "rlm-sandbox:", err)
+	if h := hint(err); h != "" {
+		fmt.Fprintln(w, "hint:", h)
+	}
+}

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/rlm-sandbox/rlm-sandbox/runtime"
+)
+
+// parseJSON decodes one JSON value into the Go values Python's own types
+// come from: integers become int64 (or *big.Int beyond int64), other
+// numbers float64, objects map[string]any, arrays []any.
+func parseJSON(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("no JSON value")
+		}
+		return nil, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("more than one JSON value (at offset %d)", dec.InputOffset())
+	}
+	return fromJSON(v)
+}
+
+// fromJSON converts the json.Number values of a decoded value.
+func fromJSON(v any) (any, error) {
+	switch x := v.(type) {
+	case json.Number:
+		s := string(x)
+		if !strings.ContainsAny(s, ".eE") {
+			if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+				return i, nil
+			}
+			if b, ok := new(big.Int).SetString(s, 10); ok {
+				return b, nil
+			}
+		}
+		return strconv.ParseFloat(s, 64)
+	case []any:
+		for i, e := range x {
+			c, err := fromJSON(e)
+			if err != nil {
+				return nil, err
+			}
+			x[i] = c
+		}
+	case map[string]any:
+		for k, e := range x {
+			c, err := fromJSON(e)
+			if err != nil {
+				return nil, err
+			}
+			x[k] = c
+		}
+	}
+	return v, nil
+}
+
+// toJSON converts a value that came from Python (see
+// supervisor.Sandbox.GetVariable) to one encoding/json can write, the way
+// Python's json.dumps would where it can: tuples and sets become arrays,
+// dict keys strings ("1", "true", "null"); bytes become a string (invalid
+// UTF-8 replaced), complex numbers and non-finite floats their Python repr
+// ("(1+2j)", "nan", "inf", "-inf").
+func toJSON(v any) any {
+	switch x := v.(type) {
+	case nil, bool, string, int64, *big.Int:
+		return x
+	case float64:
+		switch {
+		case math.IsNaN(x):
+			return "nan"
+		case math.IsInf(x, 1):
+			return "inf"
+		case math.IsInf(x, -1):
+			return "-inf"
+		}
+		return x
+	case complex128:
+		return pyComplexRepr(x)
+	case []byte:
+		return strings.ToValidUTF8(string(x), "\uFFFD")
+	case []any:
+		return toJSONList(x)
+	case runtime.Tuple:
+		return toJSONList(x)
+	case runtime.Set:
+		return toJSONList(x)
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = toJSON(e)
+		}
+		return out
+	case runtime.Dict:
+		out := make(map[string]any, len(x))
+		for _, it := range x {
+			out[jsonKey(it.Key)] = toJSON(it.Value)
+		}
+		return out
+	case int:
+		return int64(x)
+	case float32:
+		return toJSON(float64(x))
+	}
+	return fmt.Sprint(v)
+}
+
+func toJSONList(x []any) []any {
+	out := make([]any, len(x))
+	for i, e := range x {
+		out[i] = toJSON(e)
+	}
+	return out
+}
+
+// jsonKey is the object key json.dumps gives a dict key.
+func jsonKey(k any) string {
+	switch x := k.(type) {
+	case string:
+		return x
+	case nil:
+		return "null"
+	case bool:
+		return strconv.FormatBool(x)
+	case float64:
+		if s, ok := toJSON(x).(string); ok {
+			return s
+		}
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	}
+	b, err := json.Marshal(toJSON(k))
+	if err != nil {
+		return fmt.Sprint(k)
+	}
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		return s
+	}
+	return string(b)
+}
+
+func pyComplexRepr(c complex128) string {
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	if real(c) == 0 && !math.Signbit(real(c)) {
+		return f(imag(c)) + "j"
+	}
+	sign := "+"
+	if imag(c) < 0 || math.Signbit(imag(c)) {
+		sign = ""
+	}
+	return "(" + f(real(c)) + sign + f(imag(c)) + "j)"
+}
+
+// text makes file contents a Python str: invalid UTF-8 is replaced with
+// U+FFFD rather than refused, so any file can be a context.
+func text(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
+}

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rlm-sandbox/rlm-sandbox/runtime"
+	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
+	"github.com/spf13/pflag"
+)
+
+// sandboxOptions are the flags exec and repl share: the context, the
+// limits, the mode and the bridges. config turns them into a
+// supervisor.Config; nothing else interprets them.
+type sandboxOptions struct {
+	contextText string // --context
+	contextFile string // --context-file
+	contextJSON string // --context-json
+
+	timeout     time.Duration
+	wallTimeout time.Duration
+	memoryLimit byteSize
+	direct      bool
+
+	llmCmd string
+	rlmCmd string
+
+	indexURL []string
+}
+
+func (o *sandboxOptions) addFlags(fs *pflag.FlagSet, defaultTimeout time.Duration) {
+	fs.StringVar(&o.contextText, "context", "", "`TEXT` that becomes the Python variable context")
+	fs.StringVar(&o.contextFile, "context-file", "", "file at `PATH` whose text becomes context (\"-\": standard input)")
+	fs.StringVar(&o.contextJSON, "context-json", "", "`JSON` value that becomes context (\"-\": read it from standard input, \"@PATH\": from a file)")
+	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "interrupt code that runs Python longer than this (0: never)")
+	fs.DurationVar(&o.wallTimeout, "wall-timeout", 0, "interrupt code that takes longer than this, bridge calls included (0: never)")
+	fs.Var(&o.memoryLimit, "memory-limit", "cap the interpreter's memory (e.g. 512M, 2G); past it Python raises MemoryError")
+	fs.BoolVar(&o.direct, "direct", false, "run the interpreter in this process instead of an rlm-worker process")
+	fs.StringVar(&o.llmCmd, "llm-cmd", "", "answer llm_query(prompt) by running shell `COMMAND` with the prompt on stdin; its stdout is the answer")
+	addIndexURLFlag(fs, &o.indexURL)
+	fs.StringVar(&o.rlmCmd, "rlm-cmd", "", "answer rlm_query(task, ctx) by running shell `COMMAND` with the task on stdin and the context in the file $"+envContextFile)
+}
+
+// addIndexURLFlag adds the repeatable --index-url flag.
+func addIndexURLFlag(fs *pflag.FlagSet, urls *[]string) {
+	fs.StringArrayVar(urls, "index-url", nil, "load Pyodide from `URL` (a directory, file:// or http(s):// URL); repeat for fallbacks, tried in order (default: $"+runtime.IndexURLEnv+", else the cache, then jsDelivr)")
+}
+
+// contextFromStdin reports whether the context is read from standard input.
+func (o *sandboxOptions) contextFromStdin() bool {
+	return o.contextFile == "-" || o.contextJSON == "-"
+}
+
+// contextValue reads the context the flags name: "" when none.
+func (o *sandboxOptions) contextValue(stdin io.Reader) (any, error) {
+	n := 0
+	for _, s := range []string{o.contextText, o.contextFile, o.contextJSON} {
+		if s != "" {
+			n++
+		}
+	}
+	if n > 1 {
+		return nil, usageErrorf("give one of --context, --context-file and --context-json")
+	}
+	switch {
+	case o.contextFile == "-":
+		b, err := io.ReadAll(stdin)
+		if err != nil {
+			return nil, fmt.Errorf("read the context from standard input: %w", err)
+		}
+		return text(b), nil
+	case o.contextFile != "":
+		b, err := os.ReadFile(o.contextFile)
+		if err != nil {
+			return nil, usageErrorf("--context-file: %v", err)
+		}
+		return text(b), nil
+	case o.contextJSON != "":
+		data := []byte(o.contextJSON)
+		switch {
+		case o.contextJSON == "-":
+			b, err := io.ReadAll(stdin)
+			if err != nil {
+				return nil, fmt.Errorf("read the context from standard input: %w", err)
+			}
+			data = b
+		case strings.HasPrefix(o.contextJSON, "@"):
+			b, err := os.ReadFile(o.contextJSON[1:])
+			if err != nil {
+				return nil, usageErrorf("--context-json: %v", err)
+			}
+			data = b
+		}
+		v, err := parseJSON(data)
+		if err != nil {
+			return nil, usageErrorf("--context-json: not valid JSON: %v", err)
+		}
+		return v, nil
+	}
+	return o.contextText, nil
+}
+
+// config is the supervisor.Config the flags describe.
+func (o *sandboxOptions) config(logger *slog.Logger) supervisor.Config {
+	cfg := supervisor.Config{
+		Timeout:     o.timeout,
+		WallTimeout: o.wallTimeout,
+		MemoryLimit: uint64(o.memoryLimit),
+		OnLLMQuery:  llmQueryFunc(o.llmCmd),
+		OnRLMQuery:  rlmQueryFunc(o.rlmCmd),
+		IndexURL:    o.indexURL,
+		Logger:      logger,
+	}
+	if o.timeout <= 0 {
+		cfg.Timeout = -1 // the flag's 0 means never; the library's means the default
+	}
+	if o.direct {
+		cfg.UseWorker = supervisor.WorkerNever
+	}
+	return cfg
+}
+
+// newLogger is the logger sandboxes report to: warnings (such as falling
+// back to in-process mode) on stderr, everything with --verbose.
+func newLogger(w io.Writer, verbose bool) *slog.Logger {
+	level := slog.LevelWarn
+	if verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{
+		Level: level,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+}
+
+// byteSize is a flag holding a number of bytes: 1048576, 512K, 512M, 2G
+// (binary units; "KiB", "MB" and the like are read the same way).
+type byteSize uint64
+
+func (b *byteSize) String() string {
+	if *b == 0 {
+		return "0"
+	}
+	return strconv.FormatUint(uint64(*b), 10)
+}
+
+func (b *byteSize) Type() string { return "SIZE" }
+
+func (b *byteSize) Set(s string) error {
+	n, err := parseByteSize(s)
+	if err != nil {
+		return err
+	}
+	*b = byteSize(n)
+	return nil
+}
+
+func parseByteSize(s string) (uint64, error) {
+	t := strings.ToUpper(strings.TrimSpace(s))
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "I")
+	shift := 0
+	if t != "" {
+		switch t[len(t)-1] {
+		case 'K':
+			shift = 10
+		case 'M':
+			shift = 20
+		case 'G':
+			shift = 30
+		case 'T':
+			shift = 40
+		}
+	}
+	if shift > 0 {
+		t = t[:len(t)-1]
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(t), 10, 64)
+	if err != nil || n > (1<<63)>>shift {
+		return 0, fmt.Errorf("%q is not a size (want bytes, or a number with K, M or G)", s)
+	}
+	return n << shift, nil
+}

@@ -1,0 +1,373 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
+)
+
+// doneFunc answers a request: with a result, or with an error.
+type doneFunc func(result any, err error)
+
+// methods lists the methods a client may call, for the error naming them.
+const methods = "create, execute, get_variable, set_variable, cancel, destroy, restart, stats, version"
+
+// dispatch starts serving one request; done is called once, maybe later
+// from another goroutine.
+func (s *server) dispatch(m *message, done doneFunc) {
+	switch m.Method {
+	case "create":
+		s.create(m.Params, done)
+	case "execute":
+		var p executeParams
+		s.queue(m.Params, &p, &p.sandboxParam, done, func(e *sandboxEntry, sb supervisor.Sandbox) (any, error) {
+			return s.execute(sb, p)
+		})
+	case "get_variable":
+		var p variableParams
+		s.queue(m.Params, &p, &p.sandboxParam, done, func(e *sandboxEntry, sb supervisor.Sandbox) (any, error) {
+			v, found, err := sb.GetVariable(s.ctx, p.Name)
+			if err != nil {
+				return nil, err
+			}
+			return variableResult{Found: found, Value: toJSON(v)}, nil
+		})
+	case "set_variable":
+		var p variableParams
+		if err := decodeParams(m.Params, &p); err == nil && len(p.Value) == 0 {
+			done(nil, invalidParams(`set_variable needs "value"`))
+			return
+		}
+		s.queue(m.Params, &p, &p.sandboxParam, done, func(e *sandboxEntry, sb supervisor.Sandbox) (any, error) {
+			v, err := parseJSON(p.Value)
+			if err != nil {
+				return nil, invalidParams("value: %v", err)
+			}
+			return struct{}{}, sb.SetVariable(s.ctx, p.Name, v)
+		})
+	case "stats":
+		var p sandboxParam
+		s.queue(m.Params, &p, &p, done, func(e *sandboxEntry, sb supervisor.Sandbox) (any, error) {
+			st, err := sb.Stats(s.ctx)
+			if err != nil {
+				return nil, err
+			}
+			return statsResult{
+				Worker: st.Worker, PID: st.PID, RSSBytes: st.RSSBytes, LinearMemoryBytes: st.LinearMemoryBytes,
+				Executions: st.Executions, UptimeMS: millis(st.Uptime),
+			}, nil
+		})
+	case "restart":
+		var p sandboxParam
+		s.queue(m.Params, &p, &p, done, func(e *sandboxEntry, sb supervisor.Sandbox) (any, error) {
+			if err := sb.Restart(s.ctx); err != nil {
+				return nil, err
+			}
+			if err := sb.Initialize(s.ctx, e.value); err != nil {
+				return nil, err
+			}
+			return newCreateResult(e.id, sb.Info()), nil
+		})
+	case "cancel", "destroy":
+		var p sandboxParam
+		if err := decodeParams(m.Params, &p); err != nil {
+			done(nil, err)
+			return
+		}
+		e, err := s.lookup(p.Sandbox)
+		if err != nil {
+			done(nil, err)
+			return
+		}
+		if m.Method == "destroy" {
+			s.mu.Lock()
+			delete(s.sandboxes, e.id)
+			s.mu.Unlock()
+			e.destroy()
+		} else if sb, _ := e.sandbox(); sb != nil {
+			sb.Cancel()
+		}
+		done(struct{}{}, nil)
+	case "version":
+		done(newVersionInfo(), nil)
+	default:
+		done(nil, newRPCError(codeMethodNotFound, "method_not_found", "no method %q; the methods are %s", m.Method, methods))
+	}
+}
+
+// Parameters and results of the methods.
+type (
+	sandboxParam struct {
+		Sandbox string `json:"sandbox"`
+	}
+	createParams struct {
+		Context       json.RawMessage `json:"context"`         // any JSON value; default ""
+		TimeoutMS     *float64        `json:"timeout_ms"`      // default 30000; 0: none
+		WallTimeoutMS float64         `json:"wall_timeout_ms"` // default 0: none
+		MaxOutput     int             `json:"max_output"`      // default 50000; negative: none
+		MemoryLimit   uint64          `json:"memory_limit"`    // bytes; default 0: 4 GiB
+		Direct        bool            `json:"direct"`          // in the server's process
+		Stream        bool            `json:"stream"`          // "output" notifications
+		Bridges       []string        `json:"bridges"`         // "llm_query", "rlm_query"
+		IndexURL      []string        `json:"index_url"`       // where Pyodide is loaded from; default: the server's
+	}
+	createResult struct {
+		Sandbox        string `json:"sandbox"`
+		Worker         bool   `json:"worker"`
+		PID            int    `json:"pid"`
+		PythonVersion  string `json:"python_version"`
+		PyodideVersion string `json:"pyodide_version"`
+	}
+	executeParams struct {
+		sandboxParam
+		Code        string `json:"code"`
+		Interactive bool   `json:"interactive"`
+	}
+	variableParams struct {
+		sandboxParam
+		Name  string          `json:"name"`
+		Value json.RawMessage `json:"value"`
+	}
+	variableResult struct {
+		Found bool `json:"found"`
+		Value any  `json:"value"`
+	}
+	statsResult struct {
+		Worker            bool    `json:"worker"`
+		PID               int     `json:"pid"`
+		RSSBytes          uint64  `json:"rss_bytes"`
+		LinearMemoryBytes uint64  `json:"linear_memory_bytes"`
+		Executions        uint64  `json:"executions"`
+		UptimeMS          float64 `json:"uptime_ms"`
+	}
+	outputParams struct {
+		Sandbox string `json:"sandbox"`
+		Stream  string `json:"stream"` // "stdout" or "stderr"
+		Line    string `json:"line"`
+	}
+	llmQueryParams struct {
+		Sandbox string `json:"sandbox"`
+		Prompt  string `json:"prompt"`
+	}
+	rlmQueryParams struct {
+		Sandbox string `json:"sandbox"`
+		Task    string `json:"task"`
+		Context any    `json:"context"`
+	}
+)
+
+func (p *variableParams) validate() error {
+	if p.Name == "" {
+		return invalidParams(`"name" is required`)
+	}
+	return nil
+}
+
+func newCreateResult(id string, info supervisor.Info) createResult {
+	return createResult{Sandbox: id, Worker: info.Worker, PID: info.PID, PythonVersion: info.PythonVersion, PyodideVersion: info.PyodideVersion}
+}
+
+func invalidParams(format string, args ...any) *rpcError {
+	return newRPCError(codeInvalidParams, "invalid_params", format, args...)
+}
+
+// decodeParams reads params (an object; absent means {}) into v, refusing
+// unknown fields so that a misspelt option is an error, not ignored.
+func decodeParams(raw json.RawMessage, v any) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		raw = []byte("{}")
+	}
+	if raw[0] != '{' {
+		return invalidParams("params must be an object (named parameters)")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return invalidParams("invalid params: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return nil
+}
+
+// lookup finds a sandbox by id.
+func (s *server) lookup(id string) (*sandboxEntry, error) {
+	if id == "" {
+		return nil, invalidParams(`"sandbox" is required (the id create returned)`)
+	}
+	s.mu.Lock()
+	e := s.sandboxes[id]
+	s.mu.Unlock()
+	if e == nil {
+		return nil, newRPCError(codeNoSuchSandbox, kindNoSuchSandbox, "no sandbox %q (destroyed, or never created)", id)
+	}
+	return e, nil
+}
+
+// queue decodes params into p and runs job on the sandbox they name, after
+// the requests for that sandbox read before this one.
+func (s *server) queue(raw json.RawMessage, p any, sp *sandboxParam, done doneFunc,
+	job func(*sandboxEntry, supervisor.Sandbox) (any, error)) {
+	if err := decodeParams(raw, p); err != nil {
+		done(nil, err)
+		return
+	}
+	if v, ok := p.(interface{ validate() error }); ok {
+		if err := v.validate(); err != nil {
+			done(nil, err)
+			return
+		}
+	}
+	e, err := s.lookup(sp.Sandbox)
+	if err != nil {
+		done(nil, err)
+		return
+	}
+	ok := e.q.push(func() {
+		sb, err := e.sandbox()
+		if err != nil {
+			done(nil, err)
+			return
+		}
+		done(job(e, sb))
+	})
+	if !ok {
+		done(nil, newRPCError(codeNoSuchSandbox, kindDestroyed, "sandbox %s was destroyed", e.id))
+	}
+}
+
+// create registers the sandbox at once, so requests naming its id can
+// follow without waiting, and starts it first thing in its queue.
+func (s *server) create(raw json.RawMessage, done doneFunc) {
+	var p createParams
+	if err := decodeParams(raw, &p); err != nil {
+		done(nil, err)
+		return
+	}
+	var value any = ""
+	if len(p.Context) > 0 {
+		v, err := parseJSON(p.Context)
+		if err != nil {
+			done(nil, invalidParams("context: %v", err))
+			return
+		}
+		value = v
+	}
+	bridges := map[string]bool{}
+	for _, b := range p.Bridges {
+		if b != "llm_query" && b != "rlm_query" {
+			done(nil, invalidParams("bridges: unknown bridge %q (there are llm_query and rlm_query)", b))
+			return
+		}
+		bridges[b] = true
+	}
+	s.mu.Lock()
+	if s.ctx.Err() != nil {
+		s.mu.Unlock()
+		done(nil, newRPCError(codeShutdown, kindShutdown, "the server is shutting down"))
+		return
+	}
+	s.created++
+	e := &sandboxEntry{id: fmt.Sprintf("s%d", s.created), q: newJobQueue(), value: value}
+	e.ctx, e.cancel = context.WithCancel(s.ctx)
+	s.sandboxes[e.id] = e
+	s.mu.Unlock()
+
+	cfg := s.sandboxConfig(e, p, bridges)
+	e.q.push(func() {
+		sb, err := supervisor.New(e.ctx, cfg)
+		if err == nil {
+			if err = sb.Initialize(e.ctx, value); err != nil {
+				sb.Destroy()
+			}
+		}
+		e.mu.Lock()
+		if e.destroyed {
+			if err == nil {
+				sb.Destroy()
+			}
+			err = newRPCError(codeNoSuchSandbox, kindDestroyed, "sandbox %s was destroyed while it started", e.id)
+		}
+		if err == nil {
+			e.sb = sb
+		} else {
+			e.createErr = err
+		}
+		e.mu.Unlock()
+		if err != nil {
+			s.mu.Lock()
+			if s.sandboxes[e.id] == e {
+				delete(s.sandboxes, e.id)
+			}
+			s.mu.Unlock()
+			e.q.close()
+			done(nil, err)
+			return
+		}
+		done(newCreateResult(e.id, sb.Info()), nil)
+	})
+}
+
+// sandboxConfig is the supervisor.Config create's params describe.
+func (s *server) sandboxConfig(e *sandboxEntry, p createParams, bridges map[string]bool) supervisor.Config {
+	cfg := supervisor.Config{
+		WallTimeout:     time.Duration(p.WallTimeoutMS * float64(time.Millisecond)),
+		MaxOutputLength: p.MaxOutput,
+		MemoryLimit:     p.MemoryLimit,
+		IndexURL:        p.IndexURL,
+		Logger:          s.logger.With("sandbox", e.id),
+	}
+	if p.TimeoutMS != nil {
+		cfg.Timeout = time.Duration(*p.TimeoutMS * float64(time.Millisecond))
+		if cfg.Timeout <= 0 {
+			cfg.Timeout = -1 // 0 means none here, the default in the library
+		}
+	}
+	if p.Direct {
+		cfg.UseWorker = supervisor.WorkerNever
+	}
+	if p.Stream {
+		cfg.OnStdout = func(line string) {
+			s.send(outRequest{JSONRPC: "2.0", Method: "output", Params: outputParams{e.id, "stdout", line}})
+		}
+		cfg.OnStderr = func(line string) {
+			s.send(outRequest{JSONRPC: "2.0", Method: "output", Params: outputParams{e.id, "stderr", line}})
+		}
+	}
+	cfg.OnLLMQuery = func(ctx context.Context, prompt string) (string, error) {
+		if !bridges["llm_query"] {
+			return "", errors.New(`llm_query is not available: the client did not list it in create's "bridges"`)
+		}
+		return s.callClient(ctx, "llm_query", llmQueryParams{e.id, prompt})
+	}
+	cfg.OnRLMQuery = func(ctx context.Context, task string, value any) (string, error) {
+		if !bridges["rlm_query"] {
+			return "", errors.New(`rlm_query is not available: the client did not list it in create's "bridges"`)
+		}
+		return s.callClient(ctx, "rlm_query", rlmQueryParams{e.id, task, toJSON(value)})
+	}
+	return cfg
+}
+
+// execute runs code; a timeout or cancellation is an error whose data
+// holds what the code printed until then.
+func (s *server) execute(sb supervisor.Sandbox, p executeParams) (any, error) {
+	run := sb.Execute
+	if p.Interactive {
+		run = sb.ExecuteInteractive
+	}
+	ce, err := run(s.ctx, p.Code)
+	if err == nil {
+		return executionResult(ce, nil), nil
+	}
+	re := toRPCError(err)
+	if ce != nil {
+		re.Data = &errorData{Kind: errorKind(err), Execution: executionResult(ce, err)}
+	}
+	return nil, re
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// serveProtocolVersion is the version of the JSON-RPC protocol of `serve`
+// (docs/serve.md); it changes when a change would break a client.
+const serveProtocolVersion = 1
+
+// message is any JSON-RPC 2.0 message as read: a request or notification
+// from the client (Method set), or the client's response to a bridge
+// request (Result or Error set).
+type message struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"` // nil when absent (a notification)
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params"`
+	Result  json.RawMessage `json:"result"`
+	Error   *rpcError       `json:"error"`
+}
+
+// Messages as written.
+type (
+	resultResponse struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Result  any             `json:"result"`
+	}
+	errorResponse struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   *rpcError       `json:"error"`
+	}
+	outRequest struct {
+		JSONRPC string `json:"jsonrpc"`
+		ID      string `json:"id,omitempty"` // empty: a notification
+		Method  string `json:"method"`
+		Params  any    `json:"params"`
+	}
+)
+
+// rpcError is a JSON-RPC error object. Data, for the server's own errors,
+// is an errorData.
+type rpcError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	Data    any    `json:"data,omitempty"`
+}
+
+func (e *rpcError) Error() string { return e.Message }
+
+// errorData says which kind of error it is (one of the kind* constants,
+// "no_such_sandbox", "shutdown", or a JSON-RPC one such as
+// "invalid_params") and, for execute, what the code printed before it.
+type errorData struct {
+	Kind      string     `json:"kind"`
+	Execution *execution `json:"execution,omitempty"`
+}
+
+// JSON-RPC error codes: the standard ones, then the server's.
+const (
+	codeParseError     = -32700
+	codeInvalidRequest = -32600
+	codeMethodNotFound = -32601
+	codeInvalidParams  = -32602
+	codeInternal       = -32603
+
+	codeSandboxFailure = -32000 // the sandbox cannot run code: see data.kind
+	codeTimeout        = -32001
+	codeCanceled       = -32002
+	codeNoSuchSandbox  = -32003 // never created, destroyed, or its create failed
+	codeShutdown       = -32004 // the server is shutting down
+)
+
+const (
+	kindNoSuchSandbox = "no_such_sandbox"
+	kindShutdown      = "shutdown"
+)
+
+func newRPCError(code int, kind, format string, args ...any) *rpcError {
+	return &rpcError{Code: code, Message: fmt.Sprintf(format, args...), Data: &errorData{Kind: kind}}
+}
+
+// toRPCError maps a Go error from the supervisor to a JSON-RPC error, by
+// the same errorKind the CLI's exit statuses come from.
+func toRPCError(err error) *rpcError {
+	var re *rpcError
+	if errors.As(err, &re) {
+		return re
+	}
+	kind := errorKind(err)
+	code := codeSandboxFailure
+	switch kind {
+	case kindTimeout:
+		code = codeTimeout
+	case kindCanceled, kindInterrupted:
+		code = codeCanceled
+	case kindDestroyed:
+		code = codeNoSuchSandbox
+	case kindUsage:
+		code = codeInvalidParams
+	}
+	msg := err.Error()
+	if h := serveHint(err); h != "" {
+		msg += " (" + h + ")"
+	}
+	return &rpcError{Code: code, Message: msg, Data: &errorData{Kind: kind}}
+}
+
+// serveHint is hint in the protocol's terms.
+func serveHint(err error) string {
+	switch errorKind(err) {
+	case kindTimeout:
+		return ""
+	case kindWorkerUnavailable:
+		return "build rlm-worker (`make build`) and keep it next to rlm-sandbox or on $PATH, " +
+			"set RLM_WORKER to its path, or create the sandbox with \"direct\": true"
+	}
+	return hint(err)
+}

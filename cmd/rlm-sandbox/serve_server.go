@@ -1,0 +1,333 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+
+	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
+)
+
+// server is a JSON-RPC server over a line-oriented stream. One goroutine
+// reads requests and dispatches them: create, execute and the other
+// methods that use a sandbox go to that sandbox's queue, so requests for
+// one sandbox are served in order and different sandboxes concurrently;
+// cancel, destroy and version are answered at once. Writes are serialised.
+type server struct {
+	ctx    context.Context // cancelled when the server must stop at once
+	cancel context.CancelCauseFunc
+	logger *slog.Logger
+
+	wmu sync.Mutex // serialises writes to out
+	out io.Writer
+
+	mu         sync.Mutex
+	sandboxes  map[string]*sandboxEntry
+	created    int                      // sandboxes created so far, for ids
+	bridges    int                      // bridge requests sent so far, for ids
+	pending    map[string]chan *message // bridge requests awaiting an answer
+	inputEnded bool
+
+	inputDone chan struct{}  // closed when the input has ended
+	inflight  sync.WaitGroup // requests read and not yet answered
+}
+
+func newServer(ctx context.Context, out io.Writer, logger *slog.Logger) *server {
+	s := &server{
+		out:       out,
+		logger:    logger,
+		sandboxes: map[string]*sandboxEntry{},
+		pending:   map[string]chan *message{},
+		inputDone: make(chan struct{}),
+	}
+	s.ctx, s.cancel = context.WithCancelCause(ctx)
+	return s
+}
+
+// readLoop reads messages, one per line, until the input ends.
+func (s *server) readLoop(in io.Reader) error {
+	br := bufio.NewReaderSize(in, 1<<16)
+	for {
+		line, err := br.ReadBytes('\n')
+		if line = bytes.TrimSpace(line); len(line) > 0 {
+			s.handleLine(line)
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read standard input: %w", err)
+		}
+	}
+}
+
+// endOfInput fails the bridge requests no one will answer now.
+func (s *server) endOfInput() {
+	s.mu.Lock()
+	s.inputEnded = true
+	s.mu.Unlock()
+	close(s.inputDone)
+}
+
+// drain waits until every request read has been answered, or the server
+// must stop at once.
+func (s *server) drain() {
+	done := make(chan struct{})
+	go func() {
+		s.inflight.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-s.ctx.Done():
+	}
+}
+
+// destroyAll destroys every sandbox and waits until their queues are done.
+func (s *server) destroyAll() {
+	s.mu.Lock()
+	entries := make([]*sandboxEntry, 0, len(s.sandboxes))
+	for id, e := range s.sandboxes {
+		entries = append(entries, e)
+		delete(s.sandboxes, id)
+	}
+	s.mu.Unlock()
+	for _, e := range entries {
+		e.destroy()
+	}
+	for _, e := range entries {
+		<-e.q.done
+	}
+}
+
+// send writes one message as a line. A failed write (the client is gone)
+// stops the server.
+func (s *server) send(v any) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("encode a response: %w", err)
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.ctx.Err() != nil {
+		return context.Cause(s.ctx)
+	}
+	if _, err := s.out.Write(buf.Bytes()); err != nil {
+		err = fmt.Errorf("write to standard output: %w", err)
+		s.cancel(err)
+		return err
+	}
+	return nil
+}
+
+// replyFunc delivers the response to one request.
+type replyFunc func(response any)
+
+// handleLine handles one line: a message or a batch of them.
+func (s *server) handleLine(line []byte) {
+	if !json.Valid(line) {
+		s.send(errorResponse{"2.0", nullID, newRPCError(codeParseError, "parse_error", "not valid JSON")})
+		return
+	}
+	if line[0] != '[' {
+		s.handleMessage(line, func() replyFunc { return func(r any) { s.send(r) } })
+		return
+	}
+	var items []json.RawMessage
+	json.Unmarshal(line, &items)
+	if len(items) == 0 {
+		s.send(errorResponse{"2.0", nullID, newRPCError(codeInvalidRequest, "invalid_request", "empty batch")})
+		return
+	}
+	b := &batch{s: s, left: 1}
+	for _, item := range items {
+		s.handleMessage(item, b.add)
+	}
+	b.done()
+}
+
+var nullID = json.RawMessage("null")
+
+// handleMessage handles one message; newReply is called once for each
+// message that needs a response.
+func (s *server) handleMessage(raw []byte, newReply func() replyFunc) {
+	var m message
+	if raw[0] != '{' || json.Unmarshal(raw, &m) != nil || !validID(m.ID) {
+		newReply()(errorResponse{"2.0", nullID, newRPCError(codeInvalidRequest, "invalid_request", "not a JSON-RPC 2.0 message object")})
+		return
+	}
+	if m.Method == "" {
+		if m.ID != nil && (m.Result != nil || m.Error != nil) {
+			s.routeAnswer(&m)
+			return
+		}
+		newReply()(errorResponse{"2.0", m.ID, newRPCError(codeInvalidRequest, "invalid_request", "a request needs a method")})
+		return
+	}
+	reply := func(any) {}
+	if m.ID != nil {
+		reply = newReply()
+	}
+	if m.JSONRPC != "2.0" {
+		reply(errorResponse{"2.0", m.ID, newRPCError(codeInvalidRequest, "invalid_request", `"jsonrpc" must be "2.0"`)})
+		return
+	}
+	s.inflight.Add(1)
+	s.dispatch(&m, func(result any, err error) {
+		defer s.inflight.Done()
+		if err != nil {
+			reply(errorResponse{"2.0", m.ID, toRPCError(err)})
+			return
+		}
+		reply(resultResponse{"2.0", m.ID, result})
+	})
+}
+
+// validID: an id is absent, a string, a number or null.
+func validID(id json.RawMessage) bool {
+	return len(id) == 0 || (id[0] != '{' && id[0] != '[')
+}
+
+// batch collects the responses to a batch request and writes them as one
+// array once all have come (nothing when it held only notifications).
+type batch struct {
+	s    *server
+	mu   sync.Mutex
+	left int // responses still to come, plus one until done is called
+	resp []any
+}
+
+func (b *batch) add() replyFunc {
+	b.mu.Lock()
+	b.left++
+	b.mu.Unlock()
+	return func(r any) {
+		b.mu.Lock()
+		b.resp = append(b.resp, r)
+		b.mu.Unlock()
+		b.done()
+	}
+}
+
+func (b *batch) done() {
+	b.mu.Lock()
+	b.left--
+	last := b.left == 0
+	b.mu.Unlock()
+	if last && len(b.resp) > 0 {
+		b.s.send(b.resp)
+	}
+}
+
+// callClient sends the client a request and waits for its answer, a
+// string. The request is withdrawn (a cancel_request notification) when
+// ctx ends first.
+func (s *server) callClient(ctx context.Context, method string, params any) (string, error) {
+	s.mu.Lock()
+	if s.inputEnded {
+		s.mu.Unlock()
+		return "", fmt.Errorf("the client closed its input, so it cannot answer %s", method)
+	}
+	s.bridges++
+	id := fmt.Sprintf("b%d", s.bridges)
+	answer := make(chan *message, 1)
+	s.pending[id] = answer
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.pending, id)
+		s.mu.Unlock()
+	}()
+	if err := s.send(outRequest{JSONRPC: "2.0", ID: id, Method: method, Params: params}); err != nil {
+		return "", err
+	}
+	select {
+	case m := <-answer:
+		if m.Error != nil {
+			return "", errors.New(m.Error.Message)
+		}
+		var text string
+		if err := json.Unmarshal(m.Result, &text); err != nil {
+			return "", fmt.Errorf("the client answered %s with %s, not a string", method, abbreviate(m.Result, 80))
+		}
+		return text, nil
+	case <-ctx.Done():
+		s.send(outRequest{JSONRPC: "2.0", Method: "cancel_request", Params: map[string]string{"id": id}})
+		return "", context.Cause(ctx)
+	case <-s.inputDone:
+		return "", fmt.Errorf("the client closed its input before answering %s", method)
+	}
+}
+
+// routeAnswer hands the client's response to the bridge request waiting
+// for it.
+func (s *server) routeAnswer(m *message) {
+	var id string
+	json.Unmarshal(m.ID, &id)
+	s.mu.Lock()
+	ch := s.pending[id]
+	delete(s.pending, id)
+	s.mu.Unlock()
+	if ch == nil {
+		s.logger.Warn("a response to no pending request (withdrawn, or answered twice)", "id", string(m.ID))
+		return
+	}
+	ch <- m
+}
+
+func abbreviate(b []byte, n int) string {
+	if len(b) <= n {
+		return string(b)
+	}
+	return string(b[:n]) + "..."
+}
+
+// sandboxEntry is a sandbox of the server, from its create request on.
+type sandboxEntry struct {
+	id    string
+	q     *jobQueue
+	value any // the context, set again by restart
+
+	ctx    context.Context // ends when the sandbox is destroyed (stops a create)
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	sb        supervisor.Sandbox // nil until created
+	createErr error
+	destroyed bool
+}
+
+// sandbox returns the sandbox for a request that needs it.
+func (e *sandboxEntry) sandbox() (supervisor.Sandbox, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.destroyed:
+		return nil, newRPCError(codeNoSuchSandbox, kindDestroyed, "sandbox %s was destroyed", e.id)
+	case e.createErr != nil:
+		return nil, newRPCError(codeNoSuchSandbox, kindNoSuchSandbox, "sandbox %s could not be created: %v", e.id, e.createErr)
+	}
+	return e.sb, nil
+}
+
+// destroy ends the sandbox at once, including a create or an execute in
+// progress; its queued requests then fail.
+func (e *sandboxEntry) destroy() {
+	e.mu.Lock()
+	e.destroyed = true
+	sb := e.sb
+	e.mu.Unlock()
+	e.cancel()
+	if sb != nil {
+		sb.Destroy()
+	}
+	e.q.close()
+}
