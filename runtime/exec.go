@@ -208,6 +208,7 @@ func (in *Interpreter) request(ctx context.Context, req []byte, out Output) (any
 func (in *Interpreter) requestRaw(ctx context.Context, req, raw []byte, out Output, calls *int) (any, error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	defer in.recordMemorySize()
 	in.bridgeCalls = 0
 	v, err := in.requestLocked(ctx, req, raw, out)
 	if calls != nil {

@@ -101,6 +101,7 @@ type Interpreter struct {
 	kill    context.CancelFunc
 	version string
 	execs   atomic.Int64
+	memSize atomic.Uint64   // see MemorySize
 	reqCtx  context.Context // the context of the request being served
 	// bridgeCalls counts the bridge calls of the request being served.
 	bridgeCalls int
@@ -305,6 +306,7 @@ func (in *Interpreter) boot(ctx context.Context, cfg Config) error {
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	defer in.recordMemorySize()
 	defer func() { in.timings.initialize = time.Since(t0) }()
 	req, _ := pymarshal.Encode(pymarshal.Tuple{"version"})
 	v, err := in.requestLocked(ctx, req, nil, Output{})
@@ -432,12 +434,15 @@ func (in *Interpreter) runSimple(ctx context.Context, src string) (int32, error)
 // (or in the next code it runs, if it is idle).
 func (in *Interpreter) Interrupt() { in.intr.Swap(SIGINT) }
 
-// MemorySize is the size of the guest's linear memory in bytes.
-func (in *Interpreter) MemorySize() uint64 {
-	if in.main == nil {
-		return 0
+// MemorySize is the size of the guest's linear memory in bytes, as of the
+// end of the last call (it may be called while code runs).
+func (in *Interpreter) MemorySize() uint64 { return in.memSize.Load() }
+
+// recordMemorySize notes the memory's size; it runs with in.mu held.
+func (in *Interpreter) recordMemorySize() {
+	if in.main != nil {
+		in.memSize.Store(uint64(in.main.Memory().Size()))
 	}
-	return uint64(in.main.Memory().Size())
 }
 
 // Close releases the interpreter. It is idempotent and may be called while

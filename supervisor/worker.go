@@ -616,12 +616,11 @@ func (s *workerSandbox) IsComplete(ctx context.Context, source string) (bool, er
 	return r.Complete, nil
 }
 
-// Stats asks the worker; it waits for a running Execute to finish.
+// Stats asks the worker, which answers at once even while code runs.
 func (s *workerSandbox) Stats(ctx context.Context) (Stats, error) {
-	if err := s.acquire(ctx); err != nil {
+	if err := s.deadErr(); err != nil {
 		return Stats{}, err
 	}
-	defer s.release()
 	m, err := s.call(ctx, ipc.KindStats, ipc.Stats{})
 	if err != nil {
 		return Stats{}, err

@@ -303,3 +303,25 @@ func TestInteractive(t *testing.T) {
 		}
 	})
 }
+
+// Stats answers while code runs (serve's stats method relies on it).
+func TestStatsWhileRunning(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		w := newLineWaiter()
+		sb := newSandbox(t, m, supervisor.Config{OnStdout: w.onLine}, "")
+		done := make(chan error, 1)
+		go func() {
+			_, err := sb.Execute(context.Background(), "print('running')\nwhile True: pass")
+			done <- err
+		}()
+		w.wait(t, "running")
+		st, err := sb.Stats(context.Background())
+		if err != nil || st.LinearMemoryBytes == 0 || st.Worker != (m.name == "worker") {
+			t.Fatalf("%v %+v", err, st)
+		}
+		sb.Cancel()
+		if err := <-done; !errors.Is(err, supervisor.ErrCanceled) {
+			t.Fatalf("err %v", err)
+		}
+	})
+}

@@ -102,6 +102,11 @@ func (s *server) read(r *ipc.Reader, reqs chan<- request) {
 		if errors.Is(err, io.EOF) {
 			return
 		}
+		if err == nil && (m.Kind == ipc.KindPing || m.Kind == ipc.KindStats) {
+			// Answered at once, even while code runs.
+			s.answerNow(m)
+			continue
+		}
 		if err == nil && (m.Kind == ipc.KindBridgeReply || (m.Kind == ipc.KindError && s.isBridge(m.ID))) {
 			s.mu.Lock()
 			ch := s.bridges[m.ID]
@@ -199,6 +204,25 @@ func (s *server) bridge(ctx context.Context, method string, args []any) (any, er
 	}
 }
 
+// answerNow answers a Ping or Stats from the reading goroutine, without
+// waiting for the request being served.
+func (s *server) answerNow(m ipc.Message) {
+	var err error
+	if m.Kind == ipc.KindPing {
+		err = s.w.WriteMessage(ipc.KindPong, m.ID, ipc.Pong{})
+	} else {
+		err = s.w.WriteMessage(ipc.KindStatsReply, m.ID, ipc.StatsReply{
+			RSSBytes:          rss(),
+			LinearMemoryBytes: s.interp.MemorySize(),
+			Executions:        uint64(s.interp.Executions()),
+			UptimeNanos:       int64(time.Since(s.start)),
+		})
+	}
+	if err != nil {
+		s.log.Warn("answer", "kind", m.Kind.String(), "err", err)
+	}
+}
+
 // handle answers one request. It returns an error only when the reply
 // cannot be written (the supervisor is gone).
 func (s *server) handle(ctx context.Context, m ipc.Message) error {
@@ -262,15 +286,6 @@ func (s *server) handle(ctx context.Context, m ipc.Message) error {
 			return fail(err)
 		}
 		return reply(ipc.KindSetVariableReply, ipc.SetVariableReply{})
-	case ipc.Ping:
-		return reply(ipc.KindPong, ipc.Pong{})
-	case ipc.Stats:
-		return reply(ipc.KindStatsReply, ipc.StatsReply{
-			RSSBytes:          rss(),
-			LinearMemoryBytes: s.interp.MemorySize(),
-			Executions:        uint64(s.interp.Executions()),
-			UptimeNanos:       int64(time.Since(s.start)),
-		})
 	}
 	return reply(ipc.KindError, ipc.Error{Code: ipc.CodeUnexpected, Message: fmt.Sprintf("the worker does not accept %v requests", m.Kind)})
 }
