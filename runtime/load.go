@@ -24,9 +24,6 @@ import (
 
 const defaultFetchTimeout = distload.DefaultTimeout
 
-// exnrefCacheVersion names the translator's output in the cache; bump it
-// when runtime/internal/exnref changes what it produces.
-const exnrefCacheVersion = "1"
 
 // onceMap runs the function for a key once per process; a failure is
 // forgotten so that a later call retries (the files may be fetched
@@ -210,7 +207,7 @@ func checkStdlib(b []byte) error {
 // input (a module without legacy exception handling is only recorded as
 // such), so each module is analysed once per machine.
 func translated(ctx context.Context, cfg Config, wasm []byte) ([]byte, error) {
-	return distCache(cfg.CacheDir).Derive(ctx, "exnref-v"+exnrefCacheVersion, wasm, func() ([]byte, error) {
+	return distCache(cfg.CacheDir).Derive(ctx, "exnref-v"+exnref.Version, wasm, func() ([]byte, error) {
 		legacy, err := exnref.HasLegacy(wasm)
 		if err != nil || !legacy {
 			// Nothing to translate, or code the translator cannot read:

@@ -2,6 +2,12 @@ package exnref
 
 import "fmt"
 
+// Version identifies what Translate produces. It changes whenever a change
+// to this package changes Translate's output for some input, so that
+// caches of translations (keyed by input hash and Version) are not reused
+// across such a change.
+const Version = "1"
+
 // Translate returns module with every legacy exception-handling construct
 // rewritten to the exnref form. A module without legacy EH is returned
 // unchanged (same slice).
