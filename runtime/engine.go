@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/emscripten"
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/wasmbin"
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/wasmgen"
 	"github.com/tetratelabs/wazero"
@@ -24,7 +25,7 @@ type engine struct {
 	main     wazero.CompiledModule
 	got      wazero.CompiledModule
 	tramp    wazero.CompiledModule
-	imports  []api.FunctionDefinition
+	imports  []emscripten.Import
 	stdlib   []byte
 	stdlibID string
 	wasmID   string
@@ -109,15 +110,22 @@ func compile(ctx context.Context, wasm, stdlib []byte, cacheDir string, notice i
 		rt.Close(ctx)
 		return nil, fmt.Errorf("runtime: compile trampoline module: %w", err)
 	}
+	// Exports and imports come from our own parse: asking the compiled
+	// module makes wazero build a definition of each of its ~17,000
+	// functions, a quarter of a second of every worker's start.
 	for _, name := range []string{"malloc", "free", "Py_InitializeEx", "PyRun_SimpleString", "__wasm_call_ctors", "PyErr_CheckSignals"} {
-		if _, ok := main.ExportedFunctions()[name]; !ok {
+		if parsed.Exports[name] != wasmbin.KindFunc {
 			rt.Close(ctx)
 			return nil, fmt.Errorf("%s does not export %s", fileWasm, name)
 		}
 	}
+	imports, err := funcImports(parsed)
+	if err != nil {
+		imports = definitionsOf(main.ImportedFunctions())
+	}
 	e := &engine{
 		rt: rt, main: main, got: got, tramp: tramp,
-		imports:  main.ImportedFunctions(),
+		imports:  imports,
 		stdlib:   stdlib,
 		stdlibID: digest(stdlib),
 		wasmID:   id,
@@ -126,4 +134,31 @@ func compile(ctx context.Context, wasm, stdlib []byte, cacheDir string, notice i
 	}
 	e.pycZip = e.loadPycZip()
 	return e, nil
+}
+
+// funcImports lists the module's function imports with their signatures.
+func funcImports(m *wasmbin.Module) ([]emscripten.Import, error) {
+	var out []emscripten.Import
+	for _, im := range m.Imports {
+		if im.Kind != wasmbin.KindFunc {
+			continue
+		}
+		if int(im.Type) >= len(m.Types) {
+			return nil, fmt.Errorf("import %s.%s: no function type %d", im.Module, im.Name, im.Type)
+		}
+		t := m.Types[im.Type]
+		out = append(out, emscripten.Import{Module: im.Module, Name: im.Name, Params: t.Params, Results: t.Results})
+	}
+	return out, nil
+}
+
+// definitionsOf is funcImports from wazero's definitions, for a module
+// whose type section wasmbin does not decode.
+func definitionsOf(defs []api.FunctionDefinition) []emscripten.Import {
+	out := make([]emscripten.Import, len(defs))
+	for i, d := range defs {
+		mod, name, _ := d.Import()
+		out[i] = emscripten.Import{Module: mod, Name: name, Params: d.ParamTypes(), Results: d.ResultTypes()}
+	}
+	return out
 }

@@ -24,7 +24,6 @@ import (
 
 const defaultFetchTimeout = distload.DefaultTimeout
 
-
 // onceMap runs the function for a key once per process; a failure is
 // forgotten so that a later call retries (the files may be fetched
 // meanwhile).

@@ -189,18 +189,25 @@ type Func struct {
 	Fn              api.GoModuleFunc
 }
 
+// Import is a function import of the module: where it comes from and its
+// signature.
+type Import struct {
+	Module, Name    string
+	Params, Results []api.ValueType
+}
+
 // Resolve returns, for each function import of the module (as module, name,
 // params, results), the implementation to register: the registry's when it
 // has one (its signature must match), otherwise a trap naming the feature.
-func (h *Host) Resolve(imports []api.FunctionDefinition) ([]Func, error) {
+func (h *Host) Resolve(imports []Import) ([]Func, error) {
 	byName := make(map[string]impl, len(registry)+1)
 	for _, r := range append(registry, ArityImport) {
 		byName[r.module+"."+r.name] = r
 	}
 	out := make([]Func, 0, len(imports))
 	for _, def := range imports {
-		mod, name, _ := def.Import()
-		f := Func{Module: mod, Name: name, Params: def.ParamTypes(), Results: def.ResultTypes()}
+		mod, name := def.Module, def.Name
+		f := Func{Module: mod, Name: name, Params: def.Params, Results: def.Results}
 		if r, ok := byName[mod+"."+name]; ok {
 			p, res := sigTypes(r.sig)
 			if !sameTypes(p, f.Params) || !sameTypes(res, f.Results) {

@@ -18,17 +18,30 @@ const (
 )
 
 // Import is one entry of a module's import section. For globals, ValType and
-// Mutable describe the global's type; other kinds leave them zero.
+// Mutable describe the global's type; for functions, Type is the index of
+// their type in Module.Types; other kinds leave them zero.
 type Import struct {
 	Module, Name string
 	Kind         byte
 	ValType      byte
 	Mutable      bool
+	Type         uint32
+}
+
+// FuncType is a function type: its parameter and result value types, as
+// their binary encodings (0x7f for i32, and so on).
+type FuncType struct {
+	Params, Results []byte
 }
 
 // Module is what Parse extracts from a binary.
 type Module struct {
+	// Types is the type section; nil if it holds anything but function
+	// types (which this package does not decode).
+	Types   []FuncType
 	Imports []Import
+	// Exports maps each export's name to its kind.
+	Exports map[string]byte
 	Custom  map[string][]byte
 	// TableMin is the initial size of the first table the module defines
 	// (0 when it defines none).
@@ -103,7 +116,7 @@ func Parse(b []byte) (*Module, error) {
 		return nil, fmt.Errorf("%w: not a WebAssembly binary", ErrMalformed)
 	}
 	r := &reader{b: b, pos: 8}
-	m := &Module{Custom: map[string][]byte{}}
+	m := &Module{Custom: map[string][]byte{}, Exports: map[string]byte{}}
 	for r.err == nil && r.pos < len(b) {
 		id := r.byte()
 		size := r.u32()
@@ -118,8 +131,18 @@ func Parse(b []byte) (*Module, error) {
 			if sr.err == nil {
 				m.Custom[n] = body[sr.pos:]
 			}
+		case 1:
+			m.Types = parseTypes(sr)
 		case 2:
 			m.Imports = parseImports(sr)
+		case 7:
+			n := sr.u32()
+			for i := uint32(0); i < n && sr.err == nil; i++ {
+				name := sr.name()
+				kind := sr.byte()
+				sr.u32()
+				m.Exports[name] = kind
+			}
 		case 4:
 			if sr.u32() > 0 {
 				sr.byte() // reftype
@@ -138,6 +161,45 @@ func Parse(b []byte) (*Module, error) {
 	return m, nil
 }
 
+// parseTypes reads a type section of function types; any other form (the
+// GC proposal's) makes it return nil.
+func parseTypes(r *reader) []FuncType {
+	n := r.u32()
+	out := make([]FuncType, 0, min(n, 1<<16))
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		if r.byte() != 0x60 {
+			return nil
+		}
+		var ft FuncType
+		var ok1, ok2 bool
+		ft.Params, ok1 = valTypes(r)
+		ft.Results, ok2 = valTypes(r)
+		if !ok1 || !ok2 {
+			return nil
+		}
+		out = append(out, ft)
+	}
+	return out
+}
+
+// valTypes reads a vector of value types, reporting false for a type that
+// is not a single byte (a typed reference).
+func valTypes(r *reader) ([]byte, bool) {
+	n := r.u32()
+	if r.err != nil || uint64(n) > uint64(len(r.b)-r.pos) {
+		r.fail("value types")
+		return nil, false
+	}
+	out := make([]byte, n)
+	for i := range out {
+		out[i] = r.byte()
+		if out[i] == 0x63 || out[i] == 0x64 {
+			return nil, false
+		}
+	}
+	return out, r.err == nil
+}
+
 func parseImports(r *reader) []Import {
 	n := r.u32()
 	var out []Import
@@ -145,7 +207,7 @@ func parseImports(r *reader) []Import {
 		im := Import{Module: r.name(), Name: r.name(), Kind: r.byte()}
 		switch im.Kind {
 		case KindFunc:
-			r.u32()
+			im.Type = r.u32()
 		case KindTable:
 			r.byte()
 			r.skipLimits()
