@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 
 	"github.com/rlm-sandbox/rlm-sandbox/internal/worker"
@@ -48,6 +49,12 @@ func run(args []string) int {
 		return 2
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	// The Go heap of a worker is mostly the compiled module, allocated at
+	// start and kept (the guest's memory is mapped apart): collect less
+	// often than the default, unless GOGC says otherwise.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
 	signal.Ignore(os.Interrupt)
 
 	// The protocol owns the original stdout; fd 1 becomes stderr so that a

@@ -71,6 +71,17 @@ func (s source) read(name string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+		if st.Size() > maxFileSize {
+			return nil, fmt.Errorf("%s: %d bytes, more than the %d accepted", name, st.Size(), maxFileSize)
+		}
+		// One allocation of the right size, not io.ReadAll's doublings.
+		b := make([]byte, st.Size())
+		if _, err := io.ReadFull(f, b); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		return b, nil
+	}
 	return readCapped(f, name)
 }
 
