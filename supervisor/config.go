@@ -104,7 +104,8 @@ type Config struct {
 	// OnStdout and OnStderr, when set, receive each line Python writes, as
 	// it is written (without the newline). They are called from one
 	// goroutine at a time per stream, in order; a very long line arrives in
-	// pieces of at most 64 KiB.
+	// pieces of at most 64 KiB. A callback that panics is logged and gets
+	// no more lines of that execution.
 	OnStdout, OnStderr func(line string)
 	// OnLLMQuery answers Python's llm_query(prompt), and each prompt of
 	// llm_query_batched. An error it returns is raised in Python as

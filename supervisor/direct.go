@@ -170,8 +170,8 @@ func (d *direct) execute(ctx context.Context, code string, interactive bool) (*C
 		d.mu.Unlock()
 	}()
 
-	stdout := newCollector(d.cfg.MaxOutputLength, d.cfg.OnStdout)
-	stderr := newCollector(d.cfg.MaxOutputLength, d.cfg.OnStderr)
+	stdout := newCollector(d.cfg.MaxOutputLength, guardLine(d.cfg.Logger, "OnStdout", d.cfg.OnStdout))
+	stderr := newCollector(d.cfg.MaxOutputLength, guardLine(d.cfg.Logger, "OnStderr", d.cfg.OnStderr))
 	execCtx, interrupt := context.WithCancel(context.Background())
 	defer interrupt()
 	done := make(chan struct{})

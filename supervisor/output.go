@@ -2,8 +2,10 @@ package supervisor
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -149,4 +151,26 @@ func (c *outputCollector) truncated() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.dropped > 0 || c.tailRunes > c.tailMax && !c.unlimited
+}
+
+// guardLine wraps a line callback of the caller's so that a panic in it is
+// logged, and ends its calls for the execution, instead of taking the
+// supervisor down.
+func guardLine(log *slog.Logger, name string, f func(string)) func(string) {
+	if f == nil {
+		return nil
+	}
+	var broken atomic.Bool
+	return func(line string) {
+		if broken.Load() {
+			return
+		}
+		defer func() {
+			if p := recover(); p != nil {
+				broken.Store(true)
+				log.Error("output callback panicked; it gets no more lines of this execution", "callback", name, "panic", fmt.Sprint(p))
+			}
+		}()
+		f(line)
+	}
 }

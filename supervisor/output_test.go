@@ -1,6 +1,8 @@
 package supervisor
 
 import (
+	"io"
+	"log/slog"
 	"reflect"
 	"strings"
 	"testing"
@@ -60,5 +62,24 @@ func TestLinePieces(t *testing.T) {
 	_ = c.String()
 	if len(lines) != 3 || len(lines[0]) != maxLinePiece || len(lines[1]) != maxLinePiece/2 || lines[2] != "b" {
 		t.Fatalf("got %d lines", len(lines))
+	}
+}
+
+func TestGuardLine(t *testing.T) {
+	var got []string
+	f := guardLine(slog.New(slog.NewTextHandler(io.Discard, nil)), "OnStdout", func(l string) {
+		if l == "boom" {
+			panic("callback bug")
+		}
+		got = append(got, l)
+	})
+	f("a")
+	f("boom")
+	f("b")
+	if !reflect.DeepEqual(got, []string{"a"}) {
+		t.Fatalf("got %q", got)
+	}
+	if guardLine(nil, "x", nil) != nil {
+		t.Fatal("a nil callback must stay nil")
 	}
 }

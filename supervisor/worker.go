@@ -518,8 +518,8 @@ func (s *workerSandbox) execute(ctx context.Context, code string, interactive bo
 		s.mu.Unlock()
 	}()
 	streams := &execStreams{
-		stdout: newCollector(s.cfg.MaxOutputLength, s.cfg.OnStdout),
-		stderr: newCollector(s.cfg.MaxOutputLength, s.cfg.OnStderr),
+		stdout: newCollector(s.cfg.MaxOutputLength, guardLine(s.cfg.Logger, "OnStdout", s.cfg.OnStdout)),
+		stderr: newCollector(s.cfg.MaxOutputLength, guardLine(s.cfg.Logger, "OnStderr", s.cfg.OnStderr)),
 	}
 	start := r.start
 	id, ch, err := s.send(ipc.KindExecute, ipc.Execute{Code: code, Interactive: interactive}, streams)

@@ -238,3 +238,22 @@ func TestWallTimeout(t *testing.T) {
 		<-cancelled
 	})
 }
+
+// Answers that are not valid UTF-8 (a shell command printing Latin-1, say)
+// still arrive as str, with U+FFFD for the bad bytes.
+func TestBridgeInvalidUTF8(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		cfg := supervisor.Config{OnLLMQuery: func(context.Context, string) (string, error) { return "caf\xe9!", nil }}
+		sb := newSandbox(t, m, cfg, "")
+		ce := exec(t, sb, "print(ascii(llm_query('x')))")
+		if ce.Stdout != "'caf\\ufffd!'\n" {
+			t.Fatalf("%+v", ce)
+		}
+		if err := sb.SetVariable(context.Background(), "v", "a\xffb"); err != nil {
+			t.Fatal(err)
+		}
+		if ce := exec(t, sb, "print(ascii(v))"); ce.Stdout != "'a\\ufffdb'\n" {
+			t.Fatalf("%+v", ce)
+		}
+	})
+}

@@ -7,10 +7,13 @@ import (
 	"math/big"
 	"reflect"
 	"sort"
+	"strings"
+	"unicode/utf8"
 )
 
 // Encode writes v in marshal format. It accepts nil, bool, every Go integer
-// and float type, *big.Int, big.Int, complex128, string, []byte, Tuple, Set,
+// and float type, *big.Int, big.Int, complex128, string (invalid UTF-8
+// replaced by U+FFFD), []byte, Tuple, Set,
 // Dict, and through reflection any slice or array (as a list) and any map
 // (as a dict; keys sorted when they are strings, for a stable result).
 func Encode(v any) ([]byte, error) {
@@ -88,6 +91,11 @@ func (e *encoder) value(rv reflect.Value, v any, depth int) error {
 		e.int(&x)
 		return nil
 	case string:
+		if !utf8.ValidString(x) {
+			// Python's str holds text: bytes that are not UTF-8 become
+			// U+FFFD, as Python's own "replace" decoding does.
+			x = strings.ToValidUTF8(x, "\uFFFD")
+		}
 		e.b = append(e.b, 'u')
 		e.i32(int32(len(x)))
 		e.b = append(e.b, x...)
