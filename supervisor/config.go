@@ -111,8 +111,9 @@ type Config struct {
 	// llm_query_batched. An error it returns is raised in Python as
 	// BridgeError with the error's message. Its ctx is cancelled when the
 	// execution is cancelled or times out; Python then gets
-	// KeyboardInterrupt at once, without waiting for the callback. Nil:
-	// llm_query raises BridgeError saying no host callback is set.
+	// KeyboardInterrupt at once, without waiting for the callback (one
+	// that ignores ctx runs on, and its answer is dropped). Nil: llm_query
+	// raises BridgeError saying no host callback is set.
 	OnLLMQuery func(ctx context.Context, prompt string) (string, error)
 	// OnRLMQuery answers Python's rlm_query(task, ctx=None) and each task
 	// of rlm_query_batched, like OnLLMQuery. context is the ctx argument
