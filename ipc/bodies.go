@@ -111,15 +111,13 @@ func (o Output) validate() error {
 }
 
 // Result (W→S) ends an Execute. Error, ErrorType and Traceback are empty
-// when the code ran without an uncaught exception.
+// when the code ran without an uncaught exception. The output is not in it:
+// it went ahead in Output frames, and the supervisor keeps what it bounds.
 type Result struct {
-	Stdout        string `msgpack:"stdout"`      // everything written to stdout
-	Stderr        string `msgpack:"stderr"`      // everything written to stderr
-	Error         string `msgpack:"error"`       // str() of the uncaught exception
+	Error         string `msgpack:"error"`       // "Type: message" of the uncaught exception
 	ErrorType     string `msgpack:"error_type"`  // its class name, e.g. "ZeroDivisionError"
 	Traceback     string `msgpack:"traceback"`   // formatted traceback
 	DurationNanos int64  `msgpack:"duration_ns"` // wall time spent executing
-	Timeout       bool   `msgpack:"timeout"`     // execution was interrupted for running too long
 }
 
 // GetVariable (S→W) asks for the value of a global Python variable.

@@ -35,18 +35,18 @@ func Example() {
 
 // Replies are matched to requests by ID; a type switch on Body dispatches.
 func ExampleDecode() {
-	frame, _ := ipc.Encode(ipc.KindResult, 7, ipc.Result{Stdout: "42\n", DurationNanos: 1500})
+	frame, _ := ipc.Encode(ipc.KindResult, 7, ipc.Result{ErrorType: "KeyError", DurationNanos: 1500})
 	m, err := ipc.Decode(frame)
 	if err != nil {
 		panic(err)
 	}
 	switch b := m.Body.(type) {
 	case ipc.Result:
-		fmt.Printf("result for %d: %q in %dns\n", m.ID, b.Stdout, b.DurationNanos)
+		fmt.Printf("result for %d: %s in %dns\n", m.ID, b.ErrorType, b.DurationNanos)
 	case ipc.Error:
 		fmt.Println("request failed:", b)
 	}
-	// Output: result for 7: "42\n" in 1500ns
+	// Output: result for 7: KeyError in 1500ns
 }
 
 // Python values keep their shape: big integers, sets and dicts with

@@ -20,8 +20,8 @@ var sampleBodies = map[Kind]any{
 	KindExecute:         Execute{Code: "print('héllo')\nx = 1 + 1"},
 	KindOutput:          Output{Stream: StreamStderr, Data: "warning\n"},
 	KindResult: Result{
-		Stdout: "2\n", Stderr: "", Error: "division by zero", ErrorType: "ZeroDivisionError",
-		Traceback: "Traceback (most recent call last):\n...", DurationNanos: 1234567, Timeout: true,
+		Error: "division by zero", ErrorType: "ZeroDivisionError",
+		Traceback: "Traceback (most recent call last):\n...", DurationNanos: 1234567,
 	},
 	KindGetVariable: GetVariable{Name: "answer"},
 	KindGetVariableReply: GetVariableReply{Found: true, Value: map[string]any{
@@ -287,14 +287,14 @@ func TestWireInterop(t *testing.T) {
 	}
 
 	type result struct {
-		Stdout   string `msgpack:"stdout"`
-		Duration int64  `msgpack:"duration_ns"`
+		ErrorType string `msgpack:"error_type"`
+		Duration  int64  `msgpack:"duration_ns"`
 	}
 	m, err := Decode(mp(t, []any{KindResult, uint64(1) << 40, result{"hi\n", 42}}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := m.Body.(Result); got.Stdout != "hi\n" || got.DurationNanos != 42 || m.ID != 1<<40 {
+	if got := m.Body.(Result); got.ErrorType != "hi\n" || got.DurationNanos != 42 || m.ID != 1<<40 {
 		t.Fatalf("got %+v", m)
 	}
 }
