@@ -81,7 +81,13 @@ def _rlm_boot():
         while tb is not None and tb.tb_frame.f_code in skip:
             tb = tb.tb_next
         try:
-            return "".join(traceback.format_exception(type(e), e, tb))
+            te = traceback.TracebackException(type(e), e, tb)
+            # The helpers' own frames (llm_query raising BridgeError, say)
+            # are noise to the code's author: the error points at the call.
+            frames = [f for f in te.stack if f.filename != "<rlm>"]
+            if frames:
+                te.stack = traceback.StackSummary.from_list(frames)
+            return "".join(te.format())
         except BaseException:
             return "%s: %s\n" % (type(e).__name__, message(e))
 
