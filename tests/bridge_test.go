@@ -111,6 +111,10 @@ except BridgeError as e:
 		if ce.ErrorType != "BridgeError" || ce.Error != "BridgeError: model overloaded: bad five" {
 			t.Fatalf("uncaught: %+v", ce)
 		}
+		// The traceback points at the call, not into the helpers.
+		if strings.Contains(ce.Traceback, "<rlm>") || !strings.Contains(ce.Traceback, "llm_query('bad five')") {
+			t.Fatalf("traceback:\n%s", ce.Traceback)
+		}
 		ce = exec(t, sb, "llm_query(42)")
 		if ce.ErrorType != "TypeError" || ce.BridgeCalls != 0 {
 			t.Fatalf("non-str prompt: %+v", ce)
