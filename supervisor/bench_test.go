@@ -177,3 +177,32 @@ func BenchmarkReadyWithLargeContext(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPoolGet: from Pool.Get to a sandbox that has answered
+// Initialize, when the pool has one ready (compare BenchmarkNewReady).
+func BenchmarkPoolGet(b *testing.B) {
+	ctx := context.Background()
+	for _, m := range benchModes {
+		b.Run(m.name, func(b *testing.B) {
+			pool := supervisor.NewPool(benchConfig(b, m.mode), 1)
+			defer pool.Close()
+			for b.Loop() {
+				b.StopTimer()
+				for pool.Idle() == 0 { // wait for the refill, untimed
+					time.Sleep(time.Millisecond)
+				}
+				b.StartTimer()
+				sb, err := pool.Get(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := sb.Initialize(ctx, "ctx"); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				sb.Destroy()
+				b.StartTimer()
+			}
+		})
+	}
+}

@@ -311,3 +311,5 @@ func (d *direct) Destroy() error {
 	d.mu.Unlock()
 	return d.in.Close()
 }
+
+func (d *direct) healthy() bool { return d.usable() == nil }

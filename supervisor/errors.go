@@ -24,4 +24,6 @@ var (
 	// ErrProtocol: the worker sent something the supervisor does not
 	// understand.
 	ErrProtocol = errors.New("supervisor: protocol error")
+	// ErrPoolClosed: Pool.Get after Pool.Close.
+	ErrPoolClosed = errors.New("supervisor: pool closed")
 )

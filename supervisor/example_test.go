@@ -107,3 +107,21 @@ print(len(answers), answers[0])`)
 	// 3 summary of chapter one. ch
 	// 3 bridge calls
 }
+
+// A pool keeps sandboxes started ahead of use, for agents that create many.
+func ExamplePool() {
+	ctx := context.Background()
+	pool := supervisor.NewPool(supervisor.Config{Timeout: 10 * time.Second}, 2)
+	defer pool.Close()
+
+	sb, err := pool.Get(ctx) // already started: no process start to wait for
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer sb.Destroy()
+	_ = sb.Initialize(ctx, "sub-task input")
+	ce, _ := sb.Execute(ctx, "print(context.upper())")
+	fmt.Print(ce.Stdout)
+	// Output: SUB-TASK INPUT
+}

@@ -83,3 +83,10 @@ func (m *managed) IsComplete(ctx context.Context, source string) (bool, error) {
 func (m *managed) Stats(ctx context.Context) (Stats, error) {
 	return m.backend().Stats(ctx)
 }
+
+// usable reports whether the sandbox's interpreter can still run code.
+func (m *managed) usable() bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return !m.destroyed && m.b.healthy()
+}

@@ -46,6 +46,8 @@ type backend interface {
 	Cancel()
 	Destroy() error
 	Info() Info
+	// healthy reports whether the interpreter can still run code.
+	healthy() bool
 }
 
 func start(ctx context.Context, cfg Config) (backend, error) {

@@ -653,3 +653,5 @@ func (s *workerSandbox) Destroy() error {
 	s.kill()
 	return nil
 }
+
+func (s *workerSandbox) healthy() bool { return s.deadErr() == nil }
