@@ -107,15 +107,14 @@ func (s *server) read(r *ipc.Reader, reqs chan<- request) {
 			s.answerNow(m)
 			continue
 		}
-		if err == nil && (m.Kind == ipc.KindBridgeReply || (m.Kind == ipc.KindError && s.isBridge(m.ID))) {
-			s.mu.Lock()
-			ch := s.bridges[m.ID]
-			delete(s.bridges, m.ID)
-			s.mu.Unlock()
-			if ch != nil {
+		if err == nil && (m.Kind == ipc.KindBridgeReply || m.Kind == ipc.KindError) {
+			if ch := s.takeBridge(m.ID); ch != nil {
 				ch <- m
+				continue
 			}
-			continue
+			if m.Kind == ipc.KindBridgeReply {
+				continue // the answer to a call abandoned on an interrupt
+			}
 		}
 		select {
 		case reqs <- request{m, err}:
@@ -128,11 +127,14 @@ func (s *server) read(r *ipc.Reader, reqs chan<- request) {
 	}
 }
 
-func (s *server) isBridge(id uint64) bool {
+// takeBridge removes and returns the channel of the bridge call id waits
+// on, or nil when no call waits for it.
+func (s *server) takeBridge(id uint64) chan ipc.Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.bridges[id]
-	return ok
+	ch := s.bridges[id]
+	delete(s.bridges, id)
+	return ch
 }
 
 func codeOf(err error) string {
