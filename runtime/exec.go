@@ -231,7 +231,7 @@ func (in *Interpreter) requestLocked(ctx context.Context, req, raw []byte, out O
 	in.host.SetOutput(out.Stdout, out.Stderr)
 	in.channel.reset(req, raw)
 	in.reqCtx = ctx
-	_, err := in.call(ctx, in.fns.runSimple, uint64(in.runPtr))
+	err := in.callRun()
 	in.reqCtx = nil
 	in.channel.clear()
 	interrupted := !stop()
@@ -266,6 +266,22 @@ func (in *Interpreter) requestLocked(ctx context.Context, req, raw []byte, out O
 		return nil, &RequestError{Type: fmt.Sprint(t[1]), Message: fmt.Sprint(t[2])}
 	}
 	return v, nil
+}
+
+// callRun calls _rlm.run(), which serves the request loaded in the channel.
+// An exception escaping it (an interrupt that hit the bootstrap code around
+// the user's code) is cleared: the channel then holds no reply.
+func (in *Interpreter) callRun() error {
+	res, err := in.call(in.killCtx, in.fns.callNoArgs, uint64(in.runFn))
+	if err != nil {
+		return err
+	}
+	if res[0] == 0 {
+		_, err = in.call(in.killCtx, in.fns.errClear)
+		return err
+	}
+	_, err = in.call(in.killCtx, in.fns.decRef, res[0])
+	return err
 }
 
 // drainSignals drops an interrupt that arrived too late to be delivered, so

@@ -92,7 +92,7 @@ type Interpreter struct {
 	intr    InterruptSource
 	mods    []api.Module
 	main    api.Module
-	runPtr  uint32 // guest C string "__import__('_rlm').run()"
+	runFn   uint32 // the guest's PyObject* of _rlm.run (a strong reference)
 	channel *channel
 	fns     guestFuncs
 	closed  atomic.Bool
@@ -116,6 +116,7 @@ type bootTimings struct {
 
 type guestFuncs struct {
 	malloc, free, runSimple, checkSignals, errClear api.Function
+	callNoArgs, decRef                              api.Function
 }
 
 var instanceSeq atomic.Uint64
@@ -261,6 +262,13 @@ func (in *Interpreter) boot(ctx context.Context, cfg Config) error {
 	in.fns = guestFuncs{
 		malloc: fn("malloc"), free: fn("free"), runSimple: fn("PyRun_SimpleString"),
 		checkSignals: fn("PyErr_CheckSignals"), errClear: fn("PyErr_Clear"),
+		callNoArgs: fn("PyObject_CallNoArgs"), decRef: fn("Py_DecRef"),
+	}
+	for name, f := range map[string]api.Function{"PyObject_CallNoArgs": in.fns.callNoArgs, "Py_DecRef": in.fns.decRef,
+		"PyImport_ImportModuleAttrString": fn("PyImport_ImportModuleAttrString")} {
+		if f == nil {
+			return fmt.Errorf("%w: pyodide.asm.wasm does not export %s", ErrDistribution, name)
+		}
 	}
 
 	// The glue's preRun hook: point CPython at the trampoline.
@@ -292,11 +300,6 @@ func (in *Interpreter) boot(ctx context.Context, cfg Config) error {
 	if _, err := in.call(ctx, fn("Py_InitializeEx"), 1); err != nil {
 		return fmt.Errorf("runtime: Py_InitializeEx: %w", err)
 	}
-	runPtr, err := in.cstring(ctx, "__import__('_rlm').run()")
-	if err != nil {
-		return err
-	}
-	in.runPtr = runPtr
 	var out strings.Builder
 	in.host.SetOutput(&out, &out)
 	rc, err := in.runSimple(ctx, bootPy)
@@ -304,6 +307,21 @@ func (in *Interpreter) boot(ctx context.Context, cfg Config) error {
 	if err != nil || rc != 0 {
 		return fmt.Errorf("runtime: bootstrap failed: %v %s", err, out.String())
 	}
+	// Requests call _rlm.run through the C API: PyRun_SimpleString would
+	// parse and compile a line of source on every request.
+	modName, err := in.cstring(ctx, "_rlm")
+	if err != nil {
+		return err
+	}
+	attrName, err := in.cstring(ctx, "run")
+	if err != nil {
+		return err
+	}
+	res, err = in.call(ctx, fn("PyImport_ImportModuleAttrString"), uint64(modName), uint64(attrName))
+	if err != nil || res[0] == 0 {
+		return fmt.Errorf("runtime: bootstrap did not install _rlm.run: %v", err)
+	}
+	in.runFn = uint32(res[0])
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	defer in.recordMemorySize()
