@@ -247,6 +247,21 @@ def _rlm_boot():
 
     mod.run = run
 
+    # The first exception (or interrupt) of a sandbox would otherwise pay
+    # for importing and warming the traceback machinery (~50 ms): do it now.
+    def warm():
+        for src in ("1/0\n", "raise KeyboardInterrupt\n", "x.y\n"):
+            sources["<warm>"] = src
+            try:
+                exec(compile(src, "<warm>", "exec", dont_inherit=True), {"x": 0})
+            except BaseException as e:
+                tb_text(e)
+        del sources["<warm>"]
+        import linecache
+        linecache.cache.pop("<warm>", None)
+
+    warm()
+
     # time.sleep busy-waits in Emscripten's libc: route it through poll(),
     # which the host implements as a real sleep that an interrupt cuts short.
     import select
