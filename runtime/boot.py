@@ -259,6 +259,8 @@ def _rlm_boot():
         del sources["<warm>"]
         import linecache
         linecache.cache.pop("<warm>", None)
+        # Modules RLM code imports first thing (re is already in).
+        import json, collections
 
     warm()
 

@@ -32,6 +32,7 @@ type engine struct {
 	pycZip   []byte // bytecode-compiled stdlib, when prepared (see stdlib.go)
 	tableMin uint32 // initial size of the function table
 	cacheDir string
+	snap     snapshots // the boot snapshot (snapshot.go)
 }
 
 // enginesMu guards engine.pycZip, which PrepareStdlib fills in.

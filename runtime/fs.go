@@ -2,9 +2,13 @@ package runtime
 
 import (
 	"os"
+	"time"
 
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/vfs"
 )
+
+// fsEpoch is the time of the files and directories a guest starts with.
+var fsEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 
 func osStderr() *os.File { return os.Stderr }
 
@@ -12,7 +16,11 @@ func osStderr() *os.File { return os.Stderr }
 // Pyodide puts it, a home directory and /tmp, a few devices, nothing of the
 // host.
 func (in *Interpreter) buildFS(cfg Config) (*vfs.FS, error) {
-	fs := vfs.New(vfsClock(cfg.Now))
+	// The layout gets fixed times, so that every interpreter's is the same
+	// (a boot snapshot holds what Python learnt of it, zipimport's view of
+	// the stdlib zip for one); what the guest does later is timed by Now.
+	fs := vfs.New(func() int64 { return fsEpoch })
+	defer fs.SetClock(vfsClock(cfg.Now))
 	fs.SetLimit(cfg.DiskLimit)
 	fs.SetNodeLimit(100_000)
 	for _, d := range []string{"/lib/python3.14/site-packages", "/home/pyodide", "/tmp", "/dev"} {

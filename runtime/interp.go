@@ -76,6 +76,11 @@ type Config struct {
 	Notice io.Writer
 	// Now is the guest's wall clock. Default: time.Now.
 	Now func() time.Time
+	// NoSnapshot boots CPython in every interpreter instead of starting
+	// from the boot snapshot kept in CacheDir (also turned off by
+	// RLM_SANDBOX_SNAPSHOT=0). For comparison and diagnosis; the result
+	// is the same interpreter. Default: false.
+	NoSnapshot bool
 	// Bridge answers the calls Python makes to the host: llm_query,
 	// rlm_query and their batched forms. Nil: those calls raise
 	// BridgeError.
@@ -107,6 +112,12 @@ type Interpreter struct {
 	bridgeCalls int
 	stdlib      []byte // the bytecode-compiled stdlib zip, or nil for the source one
 	timings     bootTimings
+	memory      linmem.Tracker // the linear memory, for mapping a boot image
+	tramp       api.Module
+	trampSlot   uint32   // the table slot of the trampoline
+	arityCache  uint32   // guest address of the trampoline's arity cache
+	restored    bool     // started from a boot snapshot
+	fsUsage     [2]int64 // the file system's bytes and nodes before boot
 }
 
 // bootTimings records where New spends its time (for benchmarks).
@@ -172,25 +183,57 @@ func (cfg Config) withDefaults() Config {
 }
 
 func newInterpreter(ctx context.Context, eng *engine, cfg Config, usePyc bool) (*Interpreter, error) {
-	in := &Interpreter{eng: eng, intr: cfg.Interrupt, channel: &channel{}}
-	in.killCtx, in.kill = context.WithCancel(context.Background())
+	var stdlib []byte
 	if usePyc {
 		enginesMu.Lock()
-		in.stdlib = eng.pycZip
+		stdlib = eng.pycZip
 		enginesMu.Unlock()
 	}
-	if err := in.boot(ctx, cfg); err != nil {
+	var key string
+	var img *bootImage
+	if eng.cacheDir != "" && snapshotsEnabled(cfg) {
+		key = eng.snapshotKey(stdlib)
+		img = eng.bootImage(key, cfg.Notice)
+	}
+	if img != nil {
+		in, err := startInterpreter(ctx, eng, cfg, stdlib, img)
+		if err == nil {
+			return in, nil
+		}
+		if !errors.Is(err, ErrSnapshot) {
+			return nil, err
+		}
+		fmt.Fprintf(cfg.Notice, "rlm-sandbox: cannot start from the boot snapshot: %v; booting instead\n", err)
+	}
+	in, err := startInterpreter(ctx, eng, cfg, stdlib, nil)
+	if err != nil {
+		return nil, err
+	}
+	if key != "" && img == nil {
+		in.snapshot(key, cfg.Notice)
+	}
+	return in, nil
+}
+
+func startInterpreter(ctx context.Context, eng *engine, cfg Config, stdlib []byte, img *bootImage) (*Interpreter, error) {
+	in := &Interpreter{eng: eng, intr: cfg.Interrupt, channel: &channel{}, stdlib: stdlib}
+	in.killCtx, in.kill = context.WithCancel(context.Background())
+	if err := in.boot(ctx, cfg, img); err != nil {
 		in.Close()
 		return nil, err
 	}
 	return in, nil
 }
 
-func (in *Interpreter) boot(ctx context.Context, cfg Config) error {
+// boot instantiates the modules, then either boots CPython or, given a
+// boot image, restores it.
+func (in *Interpreter) boot(ctx context.Context, cfg Config, img *bootImage) error {
 	fs, err := in.buildFS(cfg)
 	if err != nil {
 		return err
 	}
+	b, n := fs.Usage()
+	in.fsUsage = [2]int64{b, int64(n)}
 	host, err := emscripten.New(emscripten.Config{
 		FS:        fs,
 		Env:       guestEnv,
@@ -243,7 +286,9 @@ func (in *Interpreter) boot(ctx context.Context, cfg Config) error {
 	resolve := func(name string) api.Module { return hostMods[name] }
 	rctx := experimental.WithImportResolver(ctx, resolve)
 	// Reserve the memory's address space so that growing it never copies.
-	rctx = experimental.WithMemoryAllocator(rctx, linmem.Allocator())
+	if a := in.memory.Allocator(); a != nil {
+		rctx = experimental.WithMemoryAllocator(rctx, a)
+	}
 	mainCfg := wazero.NewModuleConfig().WithName(fmt.Sprintf("pyodide#%d", id)).WithStartFunctions()
 	main, err := in.eng.rt.InstantiateModule(rctx, in.eng.main, mainCfg)
 	if err != nil {
@@ -276,6 +321,12 @@ func (in *Interpreter) boot(ctx context.Context, cfg Config) error {
 	if err != nil || int32(res[0]) < 0 {
 		return fmt.Errorf("runtime: install trampoline: %v", err)
 	}
+	in.trampSlot = uint32(res[0])
+	in.tramp = tramp
+	if img != nil {
+		in.timings.instantiate = time.Since(t0)
+		return in.restore(img)
+	}
 	if err := in.pokeRuntimeOffset("_PyEM_EMSCRIPTEN_TRAMPOLINE_OFFSET", uint32(res[0])); err != nil {
 		return err
 	}
@@ -287,9 +338,7 @@ func (in *Interpreter) boot(ctx context.Context, cfg Config) error {
 	if tbl := in.eng.tableMin; tbl > 0 {
 		p, err := in.malloc(ctx, tbl)
 		if err == nil {
-			tramp.ExportedGlobal("cache_base").(api.MutableGlobal).Set(uint64(p))
-			tramp.ExportedGlobal("cache_len").(api.MutableGlobal).Set(uint64(tbl))
-			host.SetArityCache(p, tbl)
+			in.setArityCache(p)
 		}
 	}
 	in.timings.instantiate = time.Since(t0)
@@ -322,6 +371,8 @@ func (in *Interpreter) boot(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("runtime: bootstrap did not install _rlm.run: %v", err)
 	}
 	in.runFn = uint32(res[0])
+	_, _ = in.call(ctx, in.fns.free, uint64(modName))
+	_, _ = in.call(ctx, in.fns.free, uint64(attrName))
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	defer in.recordMemorySize()
@@ -339,6 +390,15 @@ func (in *Interpreter) boot(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("runtime: install the RLM helpers: %w", err)
 	}
 	return nil
+}
+
+// setArityCache tells the trampoline and the host where the arity cache is.
+func (in *Interpreter) setArityCache(p uint32) {
+	tbl := in.eng.tableMin
+	in.tramp.ExportedGlobal("cache_base").(api.MutableGlobal).Set(uint64(p))
+	in.tramp.ExportedGlobal("cache_len").(api.MutableGlobal).Set(uint64(tbl))
+	in.host.SetArityCache(p, tbl)
+	in.arityCache = p
 }
 
 // unwrapHostModule returns the module instance inside the wrapper wazero

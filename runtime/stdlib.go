@@ -68,6 +68,7 @@ func PrepareStdlib(ctx context.Context, cfg Config) (path string, err error) {
 	if eng.pycZip != nil {
 		return p, nil
 	}
+	cfg.NoSnapshot = true // the snapshot of a stock-stdlib boot would not be used
 	in, err := newInterpreter(ctx, eng, cfg, false)
 	if err != nil {
 		return "", err

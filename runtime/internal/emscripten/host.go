@@ -96,6 +96,10 @@ func (h *Host) SetOutput(stdout, stderr io.Writer) {
 	h.stderr.Store(&stderr)
 }
 
+// MaxMemory is the cap on the guest's linear memory in bytes (0: none
+// beyond wasm32's).
+func (h *Host) MaxMemory() uint64 { return h.cfg.MaxMemory }
+
 // SetCwd sets the guest's working directory.
 func (h *Host) SetCwd(dir string) { h.cwd = dir }
 

@@ -9,7 +9,13 @@
 // (inaccessible), and growing only makes more of it readable and writable.
 package linmem
 
-import "github.com/tetratelabs/wazero/experimental"
+import (
+	"errors"
+	"os"
+	"sync"
+
+	"github.com/tetratelabs/wazero/experimental"
+)
 
 // Allocator returns the allocator to pass to
 // experimental.WithMemoryAllocator, or nil where reservation is not
@@ -19,4 +25,50 @@ func Allocator() experimental.MemoryAllocator {
 		return nil
 	}
 	return experimental.MemoryAllocatorFunc(allocate)
+}
+
+// Tracker is an allocator that remembers the (first) memory it made, so that its
+// contents can then be replaced by a file mapping (see MapFile). Use one
+// Tracker per module instance.
+type Tracker struct {
+	mu   sync.Mutex
+	last *memory
+}
+
+// Allocator returns the tracker's allocator, or nil where reservation is
+// not supported.
+func (t *Tracker) Allocator() experimental.MemoryAllocator {
+	if !supported {
+		return nil
+	}
+	return experimental.MemoryAllocatorFunc(func(capacity, max uint64) experimental.LinearMemory {
+		m := allocate(capacity, max)
+		if mm, ok := m.(*memory); ok {
+			t.mu.Lock()
+			if t.last == nil {
+				t.last = mm
+			}
+			t.mu.Unlock()
+		}
+		return m
+	})
+}
+
+// ErrNoMapping is returned by MapFile where a memory cannot be backed by a
+// file: the caller copies the contents instead.
+var ErrNoMapping = errors.New("linmem: file mappings are not supported here")
+
+// MapFile replaces the first n bytes of the tracked memory (which must be
+// at least n bytes long already) by a private, copy-on-write mapping of f
+// from offset off: pages are read from the page cache, shared with every
+// other mapping of the file until written. off and n must be multiples of
+// the system page size, and f must not change while mapped.
+func (t *Tracker) MapFile(f *os.File, off int64, n int) error {
+	t.mu.Lock()
+	m := t.last
+	t.mu.Unlock()
+	if m == nil {
+		return ErrNoMapping
+	}
+	return m.mapFile(f, off, n)
 }

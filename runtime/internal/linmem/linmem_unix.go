@@ -3,6 +3,10 @@
 package linmem
 
 import (
+	"fmt"
+	"os"
+	"unsafe"
+
 	"github.com/tetratelabs/wazero/experimental"
 	"golang.org/x/sys/unix"
 )
@@ -52,4 +56,25 @@ func (m *memory) Free() {
 		_ = unix.Munmap(m.buf)
 		m.buf = nil
 	}
+}
+
+func (m *memory) mapFile(f *os.File, off int64, n int) error {
+	if n == 0 {
+		return nil
+	}
+	if n > m.committed {
+		return fmt.Errorf("linmem: mapping %d bytes over a memory of %d", n, m.committed)
+	}
+	if ps := os.Getpagesize(); off%int64(ps) != 0 || n%ps != 0 {
+		return fmt.Errorf("linmem: mapping at %d for %d bytes is not page-aligned", off, n)
+	}
+	addr := unsafe.Pointer(&m.buf[0])
+	got, err := unix.MmapPtr(int(f.Fd()), off, addr, uintptr(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_FIXED)
+	if err != nil {
+		return fmt.Errorf("linmem: map %s: %w", f.Name(), err)
+	}
+	if got != addr {
+		return fmt.Errorf("linmem: map %s: placed at %p, not %p", f.Name(), got, addr)
+	}
+	return nil
 }
