@@ -24,6 +24,7 @@ func BenchmarkCompileFromCache(b *testing.B) {
 		b.Fatal(err) // warms the on-disk caches
 	}
 	var wasm, stdlib []byte
+	var wasmHash string
 	if d := cfg.Distribution; d != nil {
 		wasm, _ = d.ReadFile(fileWasm)
 		stdlib, _ = d.ReadFile(fileStdlib)
@@ -37,14 +38,15 @@ func BenchmarkCompileFromCache(b *testing.B) {
 			b.Fatal(err)
 		}
 		wasm, stdlib = files.Files[fileWasm], files.Files[fileStdlib]
+		wasmHash = files.SHA256[fileWasm]
 	}
-	wasm, err := translated(ctx, cfg, wasm)
+	wasm, wasmHash, err := translated(ctx, cfg, wasm, wasmHash)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
 	for b.Loop() {
-		e, err := compile(ctx, wasm, stdlib, cfg.CacheDir, io.Discard)
+		e, err := compile(ctx, wasm, stdlib, wasmHash, distload.SHA256(stdlib), cfg.CacheDir, io.Discard)
 		if err != nil {
 			b.Fatal(err)
 		}

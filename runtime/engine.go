@@ -48,7 +48,9 @@ func features() api.CoreFeatures {
 // modules, from the on-disk compilation cache when it is warm. Processes
 // that start cold at once compile in turn: the first fills the cache, the
 // others then load from it.
-func compile(ctx context.Context, wasm, stdlib []byte, cacheDir string, notice io.Writer) (*engine, error) {
+//
+// wasmHash and stdlibHash are the hex SHA-256 of the files.
+func compile(ctx context.Context, wasm, stdlib []byte, wasmHash, stdlibHash, cacheDir string, notice io.Writer) (*engine, error) {
 	parsed, err := wasmbin.Parse(wasm)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", fileWasm, err)
@@ -64,7 +66,7 @@ func compile(ctx context.Context, wasm, stdlib []byte, cacheDir string, notice i
 	}
 
 	cfg := wazero.NewRuntimeConfigCompiler().WithCoreFeatures(features())
-	id := digest(wasm)
+	id := wasmHash[:16]
 	var marker string
 	if cacheDir != "" {
 		dir := filepath.Join(cacheDir, "wazero")
@@ -128,7 +130,7 @@ func compile(ctx context.Context, wasm, stdlib []byte, cacheDir string, notice i
 		rt: rt, main: main, got: got, tramp: tramp,
 		imports:  imports,
 		stdlib:   stdlib,
-		stdlibID: digest(stdlib),
+		stdlibID: stdlibHash[:16],
 		wasmID:   id,
 		tableMin: parsed.TableMin,
 		cacheDir: cacheDir,

@@ -99,7 +99,7 @@ func resolve(ctx context.Context, cfg Config) (*engine, error) {
 		if err != nil {
 			return nil, err
 		}
-		e, err := engineFor(ctx, cfg, wasm, stdlib)
+		e, err := engineFor(ctx, cfg, wasm, stdlib, "", "")
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: %w", ErrDistribution, d, err)
 		}
@@ -111,7 +111,7 @@ func resolve(ctx context.Context, cfg Config) (*engine, error) {
 	}
 	var eng *engine
 	opts.Check = func(d *distload.Dist) (err error) {
-		eng, err = engineFor(ctx, cfg, d.Files[fileWasm], d.Files[fileStdlib])
+		eng, err = engineFor(ctx, cfg, d.Files[fileWasm], d.Files[fileStdlib], d.SHA256[fileWasm], d.SHA256[fileStdlib])
 		return err
 	}
 	if _, err := distload.Load(ctx, opts); err != nil {
@@ -168,21 +168,25 @@ func (cfg Config) loadOptions() (distload.Options, error) {
 }
 
 // engineFor checks the files, translates the module's exception handling
-// when it is the legacy form, and compiles it (once per process).
-func engineFor(ctx context.Context, cfg Config, wasm, stdlib []byte) (*engine, error) {
+// when it is the legacy form, and compiles it (once per process). The
+// hashes are the files' SHA-256 when known ("": computed here).
+func engineFor(ctx context.Context, cfg Config, wasm, stdlib []byte, wasmHash, stdlibHash string) (*engine, error) {
 	if err := checkStdlib(stdlib); err != nil {
 		return nil, err
 	}
 	if _, err := wasmbin.Parse(wasm); err != nil {
 		return nil, fmt.Errorf("%s: %w", fileWasm, err)
 	}
-	wasm, err := translated(ctx, cfg, wasm)
+	wasm, wasmHash, err := translated(ctx, cfg, wasm, wasmHash)
 	if err != nil {
 		return nil, err
 	}
-	key := fmt.Sprintf("%s %s %q", distload.SHA256(wasm), distload.SHA256(stdlib), cfg.CacheDir)
+	if stdlibHash == "" {
+		stdlibHash = distload.SHA256(stdlib)
+	}
+	key := fmt.Sprintf("%s %s %q", wasmHash, stdlibHash, cfg.CacheDir)
 	return byModules.do(key, func() (*engine, error) {
-		return compile(ctx, wasm, stdlib, cfg.CacheDir, cfg.Notice)
+		return compile(ctx, wasm, stdlib, wasmHash, stdlibHash, cfg.CacheDir, cfg.Notice)
 	})
 }
 
@@ -202,11 +206,12 @@ func checkStdlib(b []byte) error {
 }
 
 // translated returns wasm with legacy exception handling rewritten to the
-// exnref form wazero runs. The result is cached under the SHA-256 of the
+// exnref form wazero runs, and its SHA-256 (wasmHash is the input's, ""
+// when unknown). The result is cached under the SHA-256 of the
 // input (a module without legacy exception handling is only recorded as
 // such), so each module is analysed once per machine.
-func translated(ctx context.Context, cfg Config, wasm []byte) ([]byte, error) {
-	return distCache(cfg.CacheDir).Derive(ctx, "exnref-v"+exnref.Version, wasm, func() ([]byte, error) {
+func translated(ctx context.Context, cfg Config, wasm []byte, wasmHash string) ([]byte, string, error) {
+	return distCache(cfg.CacheDir).Derive(ctx, "exnref-v"+exnref.Version, wasm, wasmHash, func() ([]byte, error) {
 		legacy, err := exnref.HasLegacy(wasm)
 		if err != nil || !legacy {
 			// Nothing to translate, or code the translator cannot read:

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/distload"
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/vfs"
 )
 
@@ -32,7 +33,7 @@ func (e *engine) loadPycZip() []byte {
 	if p == "" {
 		return nil
 	}
-	b, err := os.ReadFile(p)
+	b, err := distload.MapFile(p)
 	if err != nil {
 		return nil
 	}

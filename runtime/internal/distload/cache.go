@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,12 +16,17 @@ import (
 // Cache is a content-addressed store in a directory, shared by every
 // process that opens the same directory:
 //
-//	blobs/sha256-<hex>  a file whose SHA-256 is <hex>
-//	refs/<key>          the <hex> of the blob that <key> stands for
-//	locks/<key>.lock    flock(2) targets, so that processes fill a key once
+//	blobs/sha256-<hex>      a file whose SHA-256 is <hex>
+//	blobs/sha256-<hex>.crc  its size and CRC-32C, written once the blob's
+//	                        SHA-256 was checked
+//	refs/<key>              the <hex> of the blob that <key> stands for
+//	locks/<key>.lock        flock(2) targets, so that processes fill a key once
 //
-// Files appear only by renaming a complete temporary file, and blobs are
-// hashed again when read, so a half-written or damaged entry is never used.
+// Files appear only by renaming a complete temporary file. A blob's
+// SHA-256 is checked when it enters the cache (or, for a blob without a
+// .crc, the first time it is read); later reads check its size and CRC-32C
+// instead, which is some 30 times cheaper and still catches a truncated or
+// damaged file, so a half-written or damaged entry is never used.
 type Cache struct{ dir string }
 
 // OpenCache returns the cache in dir; nil when dir is "".
@@ -50,25 +56,69 @@ func (c *Cache) Get(hex string) ([]byte, bool) {
 		return nil, false
 	}
 	p := c.blobPath(hex)
-	b, err := os.ReadFile(p)
+	b, err := MapFile(p)
 	if err != nil {
 		return nil, false
 	}
+	if want, err := os.ReadFile(p + ".crc"); err == nil && string(want) == crcLine(b) {
+		return b, true
+	}
 	if sum(b) != hex {
+		_ = unix.Munmap(b)
 		_ = os.Remove(p)
+		_ = os.Remove(p + ".crc")
 		return nil, false
 	}
+	_ = writeAtomic(p+".crc", []byte(crcLine(b)))
 	return b, true
+}
+
+// MapFile returns the contents of the file at path, mapped read-only
+// (shared with every process that maps it, and not copied into the Go
+// heap). The mapping lives as long as the process: the callers keep the
+// files (the module, the standard library) for their whole life. Writing
+// to the returned slice faults.
+func MapFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() == 0 {
+		return []byte{}, nil
+	}
+	if st.Size() != int64(int(st.Size())) {
+		return nil, fmt.Errorf("distload: %s is too large to map", path)
+	}
+	return unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// crcLine is the content of a blob's .crc file.
+func crcLine(b []byte) string {
+	return fmt.Sprintf("%d %08x\n", len(b), crc32.Checksum(b, castagnoli))
 }
 
 // Put stores b and returns its hex SHA-256.
 func (c *Cache) Put(b []byte) (string, error) {
 	h := sum(b)
-	p := c.blobPath(h)
-	if st, err := os.Stat(p); err == nil && st.Size() == int64(len(b)) {
+	if c == nil {
 		return h, nil
 	}
-	return h, writeAtomic(p, b)
+	p := c.blobPath(h)
+	if st, err := os.Stat(p); err == nil && st.Size() == int64(len(b)) {
+		if _, err := os.Stat(p + ".crc"); err == nil {
+			return h, nil
+		}
+	} else if err := writeAtomic(p, b); err != nil {
+		return h, err
+	}
+	return h, writeAtomic(p+".crc", []byte(crcLine(b)))
 }
 
 // Ref returns the hex hash recorded for key.
@@ -99,36 +149,46 @@ func (c *Cache) SetRef(key, hex string) error {
 // SHA-256 of in, so that it is computed once per machine (processes that
 // need it at the same time wait for the first). When compute returns in
 // unchanged (the same slice), only the record is written, not a copy.
-func (c *Cache) Derive(ctx context.Context, kind string, in []byte, compute func() ([]byte, error)) ([]byte, error) {
-	if c == nil {
-		return compute()
+//
+// inHash is the SHA-256 of in when the caller knows it ("": compute it).
+// Derive returns the SHA-256 of its result too.
+func (c *Cache) Derive(ctx context.Context, kind string, in []byte, inHash string, compute func() ([]byte, error)) ([]byte, string, error) {
+	if inHash == "" {
+		inHash = sum(in)
 	}
-	inHash := sum(in)
+	if c == nil {
+		out, err := compute()
+		if err != nil {
+			return nil, "", err
+		}
+		return out, sum(out), nil
+	}
 	key := kind + "-" + inHash
-	lookup := func() ([]byte, bool) {
+	lookup := func() ([]byte, string, bool) {
 		h, ok := c.Ref(key)
 		switch {
 		case !ok:
-			return nil, false
+			return nil, "", false
 		case h == inHash:
-			return in, true
+			return in, h, true
 		}
-		return c.Get(h)
+		b, ok := c.Get(h)
+		return b, h, ok
 	}
-	if b, ok := lookup(); ok {
-		return b, nil
+	if b, h, ok := lookup(); ok {
+		return b, h, nil
 	}
 	unlock, err := c.Lock(ctx, key)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer unlock()
-	if b, ok := lookup(); ok {
-		return b, nil
+	if b, h, ok := lookup(); ok {
+		return b, h, nil
 	}
 	out, err := compute()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	h := inHash
 	if len(out) != len(in) || len(out) > 0 && &out[0] != &in[0] {
@@ -138,9 +198,9 @@ func (c *Cache) Derive(ctx context.Context, kind string, in []byte, compute func
 		err = c.SetRef(key, h)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("distload: cache %s: %w", key, err)
+		return nil, "", fmt.Errorf("distload: cache %s: %w", key, err)
 	}
-	return out, nil
+	return out, h, nil
 }
 
 // TestHookLockWait, when set, is called each time Lock has to wait for

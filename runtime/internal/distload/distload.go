@@ -221,13 +221,18 @@ func (o *Options) loadEntry(ctx context.Context, entry string) (d *Dist, commit 
 			return nil, nil, fmt.Errorf("%s: %w: got %s, want %s (tampered, or not the expected Pyodide version)", name, ErrHashMismatch, got, want)
 		}
 		d.Files[name], d.SHA256[name] = b, got
-		if ref != "" {
+		switch {
+		case ref != "":
 			refs = append(refs, pending{ref, b})
+		case src.local() && want != "":
+			// Verified now: later starts read it from the cache, where
+			// it is not hashed again.
+			refs = append(refs, pending{"", b})
 		}
 	}
 	commit = func() {
 		for _, r := range refs {
-			if h, err := o.Cache.Put(r.b); err == nil {
+			if h, err := o.Cache.Put(r.b); err == nil && r.key != "" {
 				_ = o.Cache.SetRef(r.key, h)
 			}
 		}

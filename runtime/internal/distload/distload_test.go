@@ -275,6 +275,48 @@ func TestDamagedCacheEntryRefetched(t *testing.T) {
 	}
 }
 
+// TestDamagedSameSizeEntryRejected: a cached blob whose bytes changed in
+// place (same size, its .crc untouched) is detected and not used.
+func TestDamagedSameSizeEntryRejected(t *testing.T) {
+	c := OpenCache(t.TempDir())
+	b := bytes.Repeat([]byte("pyodide"), 1000)
+	h, err := c.Put(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := c.Get(h); !ok || !bytes.Equal(got, b) {
+		t.Fatal("a fresh blob is not readable")
+	}
+	blob := c.blobPath(h)
+	damaged := bytes.Clone(b)
+	damaged[3000] ^= 1
+	if err := os.WriteFile(blob, damaged, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Get(h); ok {
+		t.Fatal("a damaged blob was used")
+	}
+	if _, err := os.Stat(blob); !os.IsNotExist(err) {
+		t.Fatalf("the damaged blob is still there: %v", err)
+	}
+}
+
+// TestLocalEntryVerifiedOnce: files loaded from a local directory enter
+// the cache once verified, and later loads take them from there.
+func TestLocalEntryVerifiedOnce(t *testing.T) {
+	cache := t.TempDir()
+	dir := writeDist(t, nil)
+	d, err := Load(context.Background(), opts(cache, dir))
+	if err != nil || d.Entry != dir {
+		t.Fatalf("first load from %v: %v", d, err)
+	}
+	d, err = Load(context.Background(), opts(cache, dir))
+	if err != nil || d.Entry != "cache" {
+		t.Fatalf("second load from %v: %v", d, err)
+	}
+	checkFiles(t, d)
+}
+
 func TestTamperedDownloadNotCached(t *testing.T) {
 	cache := t.TempDir()
 	bad := serveDir(t, writeDist(t, func(name string, b []byte) []byte { return append(b, '!') }))
@@ -377,20 +419,20 @@ func TestDerive(t *testing.T) {
 	upper := func() ([]byte, error) { calls++; return bytes.ToUpper(in), nil }
 	same := func() ([]byte, error) { calls++; return in, nil }
 	for range 2 {
-		b, err := c.Derive(context.Background(), "upper", in, upper)
-		if err != nil || string(b) != "INPUT" {
-			t.Fatalf("Derive = %q, %v", b, err)
+		b, h, err := c.Derive(context.Background(), "upper", in, "", upper)
+		if err != nil || string(b) != "INPUT" || h != sum(b) {
+			t.Fatalf("Derive = %q, %s, %v", b, h, err)
 		}
-		b, err = c.Derive(context.Background(), "same", in, same)
-		if err != nil || string(b) != "input" {
-			t.Fatalf("Derive = %q, %v", b, err)
+		b, h, err = c.Derive(context.Background(), "same", in, sum(in), same)
+		if err != nil || string(b) != "input" || h != sum(in) {
+			t.Fatalf("Derive = %q, %s, %v", b, h, err)
 		}
 	}
 	if calls != 2 {
 		t.Fatalf("computed %d times, want 2", calls)
 	}
 	blobs, _ := os.ReadDir(filepath.Join(cacheDir, "blobs"))
-	if len(blobs) != 1 || blobs[0].Name() != "sha256-"+sum([]byte("INPUT")) {
+	if len(blobs) != 2 || blobs[0].Name() != "sha256-"+sum([]byte("INPUT")) || blobs[1].Name() != blobs[0].Name()+".crc" {
 		t.Fatalf("blobs: %v (an unchanged result is not copied)", blobs)
 	}
 }

@@ -102,8 +102,8 @@ func TestTwoProcessesFillEmptyCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(blobs) != len(testFiles) {
-		t.Errorf("cache holds %d files, want %d: %v", len(blobs), len(testFiles), blobs)
+	if len(blobs) != 2*len(testFiles) { // each blob and its .crc
+		t.Errorf("cache holds %d files, want %d: %v", len(blobs), 2*len(testFiles), blobs)
 	}
 	c := OpenCache(cache)
 	for _, name := range testFiles {
