@@ -109,6 +109,9 @@ func resolve(ctx context.Context, cfg Config) (*engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrDistribution, err)
 	}
+	if e := translatedFromCache(ctx, cfg, opts); e != nil {
+		return e, nil
+	}
 	var eng *engine
 	opts.Check = func(d *distload.Dist) (err error) {
 		eng, err = engineFor(ctx, cfg, d.Files[fileWasm], d.Files[fileStdlib], d.SHA256[fileWasm], d.SHA256[fileStdlib])
@@ -118,6 +121,47 @@ func resolve(ctx context.Context, cfg Config) (*engine, error) {
 		return nil, fmt.Errorf("%w: %w", ErrDistribution, err)
 	}
 	return eng, nil
+}
+
+// translatedFromCache is the start of a machine that has run this
+// distribution before: every file's hash is known and the translated
+// module is in the cache, so the stock module is not even read (it was
+// verified when it entered the cache, and translated then). Nil when any
+// piece is missing: the caller then loads the distribution.
+func translatedFromCache(ctx context.Context, cfg Config, opts distload.Options) *engine {
+	c := opts.Cache
+	if c == nil {
+		return nil
+	}
+	for _, name := range distFiles {
+		if opts.SHA256[name] == "" {
+			return nil
+		}
+	}
+	wasmHash, stdlibHash := opts.SHA256[fileWasm], opts.SHA256[fileStdlib]
+	h, ok := c.Ref("exnref-v" + exnref.Version + "-" + wasmHash)
+	if !ok || h == wasmHash || !c.Has(wasmHash) || !c.Has(opts.SHA256[fileLock]) {
+		return nil
+	}
+	wasm, ok := c.Get(h)
+	if !ok {
+		return nil
+	}
+	stdlib, ok := c.Get(stdlibHash)
+	if !ok {
+		return nil
+	}
+	if checkStdlib(stdlib) != nil {
+		return nil
+	}
+	key := fmt.Sprintf("%s %s %q", h, stdlibHash, cfg.CacheDir)
+	e, err := byModules.do(key, func() (*engine, error) {
+		return compile(ctx, wasm, stdlib, h, stdlibHash, cfg.CacheDir, cfg.Notice)
+	})
+	if err != nil {
+		return nil
+	}
+	return e
 }
 
 // distCache is the content-addressed cache of downloads and translations

@@ -71,16 +71,11 @@ type snapshotMeta struct {
 	Host       emscripten.State
 }
 
-// bootImage is a verified snapshot, mapped read-only for the process's
-// lifetime (interpreters map it again, privately).
+// bootImage is a verified snapshot, its file kept open for the process's
+// lifetime (interpreters map it, privately).
 type bootImage struct {
 	meta snapshotMeta
 	file *os.File
-	data []byte // the whole file, read-only
-}
-
-func (img *bootImage) memory() []byte {
-	return img.data[imageAlign : imageAlign+int(img.meta.MemSize)]
 }
 
 // snapshots is the per-engine snapshot state, by key.
@@ -236,6 +231,8 @@ func loadSnapshot(path, key string) (*bootImage, error) {
 	return img, nil
 }
 
+// mapSnapshot checks a snapshot through a temporary read-only mapping
+// (kept, the pages checked would count twice in the process's RSS).
 func mapSnapshot(f *os.File, key string) (*bootImage, error) {
 	st, err := f.Stat()
 	if err != nil {
@@ -248,38 +245,36 @@ func mapSnapshot(f *os.File, key string) (*bootImage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: map: %v", ErrSnapshot, err)
 	}
-	img, err := checkSnapshot(data, key)
+	defer unix.Munmap(data)
+	meta, err := checkSnapshot(data, key)
 	if err != nil {
-		_ = unix.Munmap(data)
 		return nil, err
 	}
-	img.file = f
-	return img, nil
+	return &bootImage{meta: meta, file: f}, nil
 }
 
-func checkSnapshot(data []byte, key string) (*bootImage, error) {
+func checkSnapshot(data []byte, key string) (snapshotMeta, error) {
+	var meta snapshotMeta
 	if !bytes.HasPrefix(data, []byte(snapshotMagic)) {
-		return nil, fmt.Errorf("%w: not a boot snapshot (bad magic)", ErrSnapshot)
+		return meta, fmt.Errorf("%w: not a boot snapshot (bad magic)", ErrSnapshot)
 	}
 	n := binary.LittleEndian.Uint32(data[8:12])
 	if 12+uint64(n) > imageAlign {
-		return nil, fmt.Errorf("%w: header of %d bytes", ErrSnapshot, n)
+		return meta, fmt.Errorf("%w: header of %d bytes", ErrSnapshot, n)
 	}
-	var meta snapshotMeta
 	if err := json.Unmarshal(data[12:12+n], &meta); err != nil {
-		return nil, fmt.Errorf("%w: header: %v", ErrSnapshot, err)
+		return meta, fmt.Errorf("%w: header: %v", ErrSnapshot, err)
 	}
 	if meta.Key != key {
-		return nil, fmt.Errorf("%w: made for another build (key %.12s…, want %.12s…)", ErrSnapshot, meta.Key, key)
+		return meta, fmt.Errorf("%w: made for another build (key %.12s…, want %.12s…)", ErrSnapshot, meta.Key, key)
 	}
 	if meta.MemSize == 0 || meta.MemSize%wasmPageSize != 0 || uint64(len(data)) != imageAlign+meta.MemSize {
-		return nil, fmt.Errorf("%w: %d bytes for a memory of %d (truncated?)", ErrSnapshot, len(data), meta.MemSize)
+		return meta, fmt.Errorf("%w: %d bytes for a memory of %d (truncated?)", ErrSnapshot, len(data), meta.MemSize)
 	}
-	img := &bootImage{meta: meta, data: data}
-	if got := crc32.Checksum(img.memory(), castagnoli); got != meta.CRC {
-		return nil, fmt.Errorf("%w: corrupt (CRC-32C %08x, want %08x)", ErrSnapshot, got, meta.CRC)
+	if got := crc32.Checksum(data[imageAlign:], castagnoli); got != meta.CRC {
+		return meta, fmt.Errorf("%w: corrupt (CRC-32C %08x, want %08x)", ErrSnapshot, got, meta.CRC)
 	}
-	return img, nil
+	return meta, nil
 }
 
 const wasmPageSize = 64 << 10
@@ -403,7 +398,9 @@ func (in *Interpreter) restore(img *bootImage) error {
 			return fmt.Errorf("%w: %v", ErrSnapshot, err)
 		}
 		buf, _ := mem.Read(0, uint32(m.MemSize))
-		copy(buf, img.memory())
+		if _, err := img.file.ReadAt(buf, imageAlign); err != nil {
+			return fmt.Errorf("%w: read %s: %v", ErrSnapshot, img.file.Name(), err)
+		}
 	}
 	sp, ok := in.main.ExportedGlobal("__stack_pointer").(api.MutableGlobal)
 	if !ok {

@@ -104,6 +104,26 @@ func crcLine(b []byte) string {
 	return fmt.Sprintf("%d %08x\n", len(b), crc32.Checksum(b, castagnoli))
 }
 
+// Has reports whether the blob whose SHA-256 is hex is in the cache, with
+// the size its .crc records (without reading it).
+func (c *Cache) Has(hex string) bool {
+	if c == nil || !hexRe.MatchString(hex) {
+		return false
+	}
+	p := c.blobPath(hex)
+	st, err := os.Stat(p)
+	if err != nil {
+		return false
+	}
+	line, err := os.ReadFile(p + ".crc")
+	if err != nil {
+		return false
+	}
+	var size int64
+	_, err = fmt.Sscan(string(line), &size)
+	return err == nil && size == st.Size()
+}
+
 // Put stores b and returns its hex SHA-256.
 func (c *Cache) Put(b []byte) (string, error) {
 	h := sum(b)
