@@ -211,6 +211,15 @@ def _rlm_boot():
         state["helpers"] = {k: getattr(rlm, k) for k in rlm.__all__}
         g.update(state["helpers"])
 
+    def take(name, value):
+        # The host built a large str in place (runtime/text.go) and binds it.
+        if name:
+            g[name] = value
+        else:
+            set_context(value)
+
+    mod.take = take
+
     def text(n):
         return readn(ch, n).decode("utf-8", "replace")
 

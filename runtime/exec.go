@@ -172,6 +172,13 @@ func (in *Interpreter) set(ctx context.Context, op, name string, v any) error {
 	var req, raw []byte
 	var err error
 	if s, ok := v.(string); ok && len(s) >= rawTextMin {
+		target := name
+		if op == "ctx" {
+			target = ""
+		}
+		if err := in.setLarge(ctx, target, s); err != errNoDirectText {
+			return err
+		}
 		// The channel reads the string's bytes in place: no copy of a
 		// large text is made on the Go side.
 		raw = unsafe.Slice(unsafe.StringData(s), len(s))
@@ -184,6 +191,24 @@ func (in *Interpreter) set(ctx context.Context, op, name string, v any) error {
 	}
 	_, err = in.requestRaw(ctx, req, raw, Output{}, nil)
 	return err
+}
+
+// setLarge builds a large str in the guest directly (text.go), or returns
+// errNoDirectText.
+func (in *Interpreter) setLarge(ctx context.Context, name, s string) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	defer in.recordMemorySize()
+	if in.closed.Load() {
+		return ErrClosed
+	}
+	if in.deadErr != nil {
+		return in.deadErr
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return in.setTextDirect(ctx, name, s)
 }
 
 // RequestError reports a request the guest could not carry out, for

@@ -91,23 +91,27 @@ type Config struct {
 // and globals. Its methods are safe for concurrent use but run one at a
 // time; Interrupt and Close may be called while another method runs.
 type Interpreter struct {
-	mu      sync.Mutex // serialises guest calls
-	eng     *engine
-	host    *emscripten.Host
-	intr    InterruptSource
-	mods    []api.Module
-	main    api.Module
-	runFn   uint32 // the guest's PyObject* of _rlm.run (a strong reference)
-	channel *channel
-	fns     guestFuncs
-	closed  atomic.Bool
-	deadErr error
-	killCtx context.Context // every guest call runs under it; Close cancels it
-	kill    context.CancelFunc
-	version string
-	execs   atomic.Int64
-	memSize atomic.Uint64   // see MemorySize
-	reqCtx  context.Context // the context of the request being served
+	mu     sync.Mutex // serialises guest calls
+	eng    *engine
+	host   *emscripten.Host
+	intr   InterruptSource
+	mods   []api.Module
+	main   api.Module
+	runFn  uint32 // the guest's PyObject* of _rlm.run (a strong reference)
+	takeFn uint32 // _rlm.take, or 0 when the direct text path is unavailable
+	// strLayout: 0 unchecked, 1 the str layout is as text.go expects, -1 not.
+	strLayout int8
+	cfns      map[string]api.Function
+	channel   *channel
+	fns       guestFuncs
+	closed    atomic.Bool
+	deadErr   error
+	killCtx   context.Context // every guest call runs under it; Close cancels it
+	kill      context.CancelFunc
+	version   string
+	execs     atomic.Int64
+	memSize   atomic.Uint64   // see MemorySize
+	reqCtx    context.Context // the context of the request being served
 	// bridgeCalls counts the bridge calls of the request being served.
 	bridgeCalls int
 	stdlib      []byte // the bytecode-compiled stdlib zip, or nil for the source one
@@ -371,6 +375,16 @@ func (in *Interpreter) boot(ctx context.Context, cfg Config, img *bootImage) err
 		return fmt.Errorf("runtime: bootstrap did not install _rlm.run: %v", err)
 	}
 	in.runFn = uint32(res[0])
+	in.takeFn = 0
+	if in.hasFuncs(directTextFuncs) {
+		if take, err := in.cstring(ctx, "take"); err == nil {
+			res, err = in.call(ctx, fn("PyImport_ImportModuleAttrString"), uint64(modName), uint64(take))
+			if err == nil && res[0] != 0 {
+				in.takeFn = uint32(res[0])
+			}
+			_, _ = in.call(ctx, in.fns.free, uint64(take))
+		}
+	}
 	_, _ = in.call(ctx, in.fns.free, uint64(modName))
 	_, _ = in.call(ctx, in.fns.free, uint64(attrName))
 	in.mu.Lock()
@@ -390,6 +404,15 @@ func (in *Interpreter) boot(ctx context.Context, cfg Config, img *bootImage) err
 		return fmt.Errorf("runtime: install the RLM helpers: %w", err)
 	}
 	return nil
+}
+
+func (in *Interpreter) hasFuncs(names []string) bool {
+	for _, n := range names {
+		if in.main.ExportedFunction(n) == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // setArityCache tells the trampoline and the host where the arity cache is.

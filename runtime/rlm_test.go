@@ -107,3 +107,54 @@ func TestLargeContext(t *testing.T) {
 		t.Errorf("stdout %q", out)
 	}
 }
+
+// TestLargeTextEachWidth: large strings of each str width (ASCII,
+// Latin-1, BMP, astral) reach Python exactly, as the context and as a
+// variable; text that is not valid UTF-8 is decoded as Python decodes it.
+func TestLargeTextEachWidth(t *testing.T) {
+	in := newInterp(t, runtime.Config{})
+	ctx := context.Background()
+	for _, tc := range []struct{ name, unit string }{
+		{"ascii", "plain text, "},
+		{"latin1", "café crème, "},
+		{"bmp", "日本語のテキスト, "},
+		{"astral", "emoji 🐍 and 𝄞, "},
+		{"invalid", "bad \xff\xfe byte \xc3, "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			text := strings.Repeat(tc.unit, (200<<10)/len(tc.unit)) + "END"
+			if err := in.SetContext(ctx, text); err != nil {
+				t.Fatal(err)
+			}
+			if err := in.Set(ctx, "big", text); err != nil {
+				t.Fatal(err)
+			}
+			if err := in.Set(ctx, "raw", []byte(text)); err != nil {
+				t.Fatal(err)
+			}
+			out := run(t, in, `want = raw.decode("utf-8", "replace")
+import rlm
+print(context == want, big == want, context is rlm._rlm.context(), len(search_context("END")))`)
+			if out != "True True True 1\n" {
+				t.Errorf("stdout %q", out)
+			}
+		})
+	}
+}
+
+// TestLargeContextGuestMemory: a large ASCII context costs the guest about
+// its size, not the size of its bytes and its str together.
+func TestLargeContextGuestMemory(t *testing.T) {
+	in := newInterp(t, runtime.Config{})
+	before := in.MemorySize()
+	const size = 64 << 20
+	if err := in.SetContext(context.Background(), strings.Repeat("x", size)); err != nil {
+		t.Fatal(err)
+	}
+	if grown := in.MemorySize() - before; grown > size+size/4 {
+		t.Errorf("guest memory grew by %d MiB for a %d MiB context", grown>>20, size>>20)
+	}
+	if out := run(t, in, "print(len(context), context.count('x'))"); out != fmt.Sprintf("%d %d\n", size, size) {
+		t.Errorf("stdout %q", out)
+	}
+}

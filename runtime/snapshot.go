@@ -65,6 +65,7 @@ type snapshotMeta struct {
 	CRC        uint32
 	StackPtr   uint64
 	RunFn      uint32
+	TakeFn     uint32
 	ArityCache uint32
 	TrampSlot  uint32
 	Version    string
@@ -413,7 +414,7 @@ func (in *Interpreter) restore(img *bootImage) error {
 	if err := in.host.Restore(m.Host); err != nil {
 		return fmt.Errorf("%w: %v", ErrSnapshot, err)
 	}
-	in.runFn, in.version, in.restored = m.RunFn, m.Version, true
+	in.runFn, in.takeFn, in.version, in.restored = m.RunFn, m.TakeFn, m.Version, true
 	in.timings.initialize = time.Since(t0)
 	in.mu.Lock()
 	in.recordMemorySize()
@@ -457,7 +458,7 @@ func (in *Interpreter) captureSnapshot(key string) error {
 	if !ok {
 		return errors.New("pyodide.asm.wasm does not export a mutable __stack_pointer")
 	}
-	meta := snapshotMeta{Key: key, StackPtr: sp.Get(), RunFn: in.runFn, ArityCache: in.arityCache,
+	meta := snapshotMeta{Key: key, StackPtr: sp.Get(), RunFn: in.runFn, TakeFn: in.takeFn, ArityCache: in.arityCache,
 		TrampSlot: in.trampSlot, Version: in.version, Host: st}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -1,0 +1,231 @@
+package runtime
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/tetratelabs/wazero/api"
+)
+
+// Large strings are built in the guest directly: the host asks CPython for
+// an empty str of the right length and width (PyUnicode_New) and writes
+// the characters into it, instead of passing the UTF-8 bytes for Python to
+// decode. The guest then never holds the bytes and the str at once (a
+// 50 MB context used to take 100 MB of guest memory at its peak), and the
+// decoding is one pass of Go over the text.
+//
+// The characters of a compact str follow its header, whose size depends
+// on the width: PyASCIIObject for ASCII, PyCompactUnicodeObject for the
+// rest. The sizes below are those of CPython 3.14 on wasm32; they are
+// checked against the interpreter (strLayoutOK) before they are relied on,
+// and a build where they differ uses the decoding path instead.
+const (
+	asciiHeader   = 20 // PyASCIIObject: refcnt, type, length, hash, state
+	compactHeader = 28 // PyCompactUnicodeObject: + utf8_length, utf8
+)
+
+// errNoDirectText means the direct path does not apply; the caller
+// decodes in the guest instead.
+var errNoDirectText = errors.New("runtime: text not built directly")
+
+// textShape is what PyUnicode_New needs to know of a string: its length
+// in characters and the largest character, and whether it is valid UTF-8
+// at all (invalid text is decoded by Python, with its replacement rules).
+func textShape(s string) (n int, maxChar rune, ok bool) {
+	i := 0
+	for ; i < len(s) && s[i] < utf8.RuneSelf; i++ {
+	}
+	if i == len(s) {
+		return len(s), 0x7f, true
+	}
+	if !utf8.ValidString(s[i:]) {
+		return 0, 0, false
+	}
+	n, maxChar = i, 0x7f
+	for _, r := range s[i:] {
+		n++
+		maxChar = max(maxChar, r)
+	}
+	return n, maxChar, true
+}
+
+// directTextFuncs are the C API functions the direct path calls.
+var directTextFuncs = []string{"PyUnicode_New", "PyUnicode_ReadChar", "PyTuple_New", "PyTuple_SetItem",
+	"PyObject_CallObject", "PyUnicode_FromStringAndSize"}
+
+// setTextDirect binds a large str built in place; it runs with in.mu held.
+// name "" is the context.
+func (in *Interpreter) setTextDirect(ctx context.Context, name, s string) error {
+	if in.takeFn == 0 || !in.strLayoutOK(ctx) {
+		return errNoDirectText
+	}
+	if len(s) > 1<<31 {
+		return errNoDirectText // the guest's Py_ssize_t
+	}
+	n, maxChar, ok := textShape(s)
+	if !ok {
+		return errNoDirectText
+	}
+	res, err := in.call(ctx, in.fn("PyUnicode_New"), uint64(n), uint64(maxChar))
+	if err != nil {
+		return err
+	}
+	obj := uint32(res[0])
+	if obj == 0 {
+		_, _ = in.call(ctx, in.fns.errClear)
+		return &RequestError{Type: "MemoryError", Message: fmt.Sprintf("cannot allocate a str of %d characters", n)}
+	}
+	mem := in.main.Memory()
+	switch {
+	case maxChar < 0x80:
+		buf, ok := mem.Read(obj+asciiHeader, uint32(n))
+		if !ok {
+			return in.dropObject(ctx, obj, "the str is outside memory")
+		}
+		copy(buf, s)
+	case maxChar < 0x100:
+		buf, ok := mem.Read(obj+compactHeader, uint32(n))
+		if !ok {
+			return in.dropObject(ctx, obj, "the str is outside memory")
+		}
+		i := 0
+		for _, r := range s {
+			buf[i] = byte(r)
+			i++
+		}
+	case maxChar < 0x10000:
+		buf, ok := mem.Read(obj+compactHeader, uint32(2*n))
+		if !ok {
+			return in.dropObject(ctx, obj, "the str is outside memory")
+		}
+		i := 0
+		for _, r := range s {
+			binary.LittleEndian.PutUint16(buf[i:], uint16(r))
+			i += 2
+		}
+	default:
+		buf, ok := mem.Read(obj+compactHeader, uint32(4*n))
+		if !ok {
+			return in.dropObject(ctx, obj, "the str is outside memory")
+		}
+		i := 0
+		for _, r := range s {
+			binary.LittleEndian.PutUint32(buf[i:], uint32(r))
+			i += 4
+		}
+	}
+	return in.take(ctx, name, obj)
+}
+
+// take calls _rlm.take(name, value), which binds the global name (or the
+// context, for ""), and releases the reference to value (stolen by the
+// argument tuple).
+func (in *Interpreter) take(ctx context.Context, name string, value uint32) error {
+	nameObj, err := in.newStr(ctx, name)
+	if err != nil {
+		_ = in.dropObject(ctx, value, "")
+		return err
+	}
+	res, err := in.call(ctx, in.fn("PyTuple_New"), 2)
+	if err != nil {
+		return err
+	}
+	args := uint32(res[0])
+	if args == 0 {
+		_, _ = in.call(ctx, in.fns.errClear)
+		_ = in.dropObject(ctx, nameObj, "")
+		_ = in.dropObject(ctx, value, "")
+		return &RequestError{Type: "MemoryError", Message: "cannot allocate a tuple"}
+	}
+	setItem := in.fn("PyTuple_SetItem")
+	if _, err := in.call(ctx, setItem, uint64(args), 0, uint64(nameObj)); err != nil {
+		return err
+	}
+	if _, err := in.call(ctx, setItem, uint64(args), 1, uint64(value)); err != nil {
+		return err
+	}
+	res, err = in.call(ctx, in.fn("PyObject_CallObject"), uint64(in.takeFn), uint64(args))
+	if err != nil {
+		return err
+	}
+	_ = in.dropObject(ctx, args, "")
+	if res[0] == 0 {
+		_, _ = in.call(ctx, in.fns.errClear)
+		return &RequestError{Type: "MemoryError", Message: "the interpreter could not bind the value"}
+	}
+	return in.dropObject(ctx, uint32(res[0]), "")
+}
+
+// newStr makes a Python str of s (short: a name).
+func (in *Interpreter) newStr(ctx context.Context, s string) (uint32, error) {
+	p, err := in.cstring(ctx, s)
+	if err != nil {
+		return 0, err
+	}
+	defer in.call(ctx, in.fns.free, uint64(p))
+	res, err := in.call(ctx, in.fn("PyUnicode_FromStringAndSize"), uint64(p), uint64(len(s)))
+	if err != nil {
+		return 0, err
+	}
+	if res[0] == 0 {
+		_, _ = in.call(ctx, in.fns.errClear)
+		return 0, &RequestError{Type: "MemoryError", Message: "cannot allocate a str"}
+	}
+	return uint32(res[0]), nil
+}
+
+// dropObject releases a reference; with a reason, it reports that as the
+// error.
+func (in *Interpreter) dropObject(ctx context.Context, obj uint32, reason string) error {
+	if _, err := in.call(ctx, in.fns.decRef, uint64(obj)); err != nil {
+		return err
+	}
+	if reason != "" {
+		return fmt.Errorf("runtime: %s", reason)
+	}
+	return nil
+}
+
+// strLayoutOK checks, once per interpreter, that the str header sizes are
+// this CPython's: it builds an ASCII and a Latin-1 str in place and reads
+// them back through the C API.
+func (in *Interpreter) strLayoutOK(ctx context.Context) bool {
+	if in.strLayout != 0 {
+		return in.strLayout > 0
+	}
+	in.strLayout = -1
+	probe := func(maxChar rune, header uint32, ch byte) bool {
+		res, err := in.call(ctx, in.fn("PyUnicode_New"), 1, uint64(maxChar))
+		if err != nil || res[0] == 0 {
+			return false
+		}
+		obj := uint32(res[0])
+		defer in.dropObject(ctx, obj, "")
+		if !in.main.Memory().WriteByte(obj+header, ch) {
+			return false
+		}
+		res, err = in.call(ctx, in.fn("PyUnicode_ReadChar"), uint64(obj), 0)
+		return err == nil && uint32(res[0]) == uint32(ch)
+	}
+	if probe(0x7f, asciiHeader, 'q') && probe(0xff, compactHeader, 0xe9) {
+		in.strLayout = 1
+	}
+	return in.strLayout > 0
+}
+
+// fn is the guest's exported function name; boot checked that the
+// direct path's exist (else takeFn is 0 and it is not taken).
+func (in *Interpreter) fn(name string) api.Function {
+	f, ok := in.cfns[name]
+	if !ok {
+		f = in.main.ExportedFunction(name)
+		if in.cfns == nil {
+			in.cfns = map[string]api.Function{}
+		}
+		in.cfns[name] = f
+	}
+	return f
+}
