@@ -49,8 +49,12 @@ def _rlm_boot():
         data = memoryview(len(data).to_bytes(8, "little") + data)
         while data:
             data = data[os.write(bch, data):]
-        n = int.from_bytes(readn(bch, 8), "little")
-        r = marshal.loads(readn(bch, n))
+        # One read takes a short reply whole.
+        r = os.read(bch, 65536)
+        n = int.from_bytes(r[:8], "little")
+        if len(r) - 8 < n:
+            r += readn(bch, n - (len(r) - 8))
+        r = marshal.loads(memoryview(r)[8:])
         if r[0] == 2:
             raise KeyboardInterrupt
         return r[1]

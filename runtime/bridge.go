@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	goruntime "runtime"
 	"sync"
 	"time"
 
@@ -82,22 +83,26 @@ func (d *bridgeDevice) serve(body []byte) []byte {
 	ctx, cancel := context.WithCancel(in.reqCtx)
 	defer cancel()
 	d.in.bridgeCalls += len(calls)
-	var wg sync.WaitGroup
 	done := make(chan struct{})
-	for i, c := range calls {
-		args, _ := c.([]any)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r, err := d.fn(ctx, method, args)
-			if err != nil {
-				results[i] = fail(err.Error())
-			} else {
-				results[i] = pymarshal.Tuple{int64(0), r}
-			}
-		}()
+	call := func(i int) {
+		args, _ := calls[i].([]any)
+		r, err := d.fn(ctx, method, args)
+		if err != nil {
+			results[i] = fail(err.Error())
+		} else {
+			results[i] = pymarshal.Tuple{int64(0), r}
+		}
 	}
-	go func() { wg.Wait(); close(done) }()
+	if len(calls) == 1 {
+		go func() { call(0); close(done) }()
+	} else {
+		var wg sync.WaitGroup
+		wg.Add(len(calls))
+		for i := range calls {
+			go func() { defer wg.Done(); call(i) }()
+		}
+		go func() { wg.Wait(); close(done) }()
+	}
 	if !in.waitBridge(done) || in.interrupted() {
 		// Leave the callbacks behind with their context cancelled; they
 		// write only to results, which nobody reads any more.
@@ -144,6 +149,14 @@ func (in *Interpreter) interrupted() bool {
 // interrupted (taking the pending signal: the guest raises
 // KeyboardInterrupt itself) or the interpreter is closed first.
 func (in *Interpreter) waitBridge(done <-chan struct{}) bool {
+	// A callback that answers at once has done so by the time this
+	// goroutine runs again: no timer for it.
+	goruntime.Gosched()
+	select {
+	case <-done:
+		return true
+	default:
+	}
 	const tick = time.Millisecond
 	t := time.NewTicker(tick)
 	defer t.Stop()

@@ -61,6 +61,15 @@ def _results(replies, return_exceptions):
     return out
 
 
+_bridge = _rlm.bridge
+
+
+def _one(r):
+    if r[0] == 0:
+        return r[1]
+    raise BridgeError(r[1])
+
+
 def llm_query(prompt):
     """Ask the host's language model and return its answer.
 
@@ -69,8 +78,9 @@ def llm_query(prompt):
     execution's timeout. Raises BridgeError when the host's callback fails
     or the host set none.
     """
-    _need_str("llm_query", "prompt", prompt)
-    return _results(_rlm.bridge("llm_query", [(prompt,)]), False)[0]
+    if type(prompt) is not str:
+        _need_str("llm_query", "prompt", prompt)
+    return _one(_bridge("llm_query", [(prompt,)])[0])
 
 
 def llm_query_batched(prompts, return_exceptions=False):
@@ -106,7 +116,7 @@ def rlm_query(task, ctx=None):
     rebound since. Returns the sub-agent's answer (a str). Raises
     BridgeError when the host's callback fails or the host set none.
     """
-    return _results(_rlm.bridge("rlm_query", [_rlm_args("rlm_query", task, ctx)]), False)[0]
+    return _one(_bridge("rlm_query", [_rlm_args("rlm_query", task, ctx)])[0])
 
 
 def rlm_query_batched(tasks, ctx=None, return_exceptions=False):
