@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/distload"
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/emscripten"
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/wasmbin"
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/wasmgen"
@@ -136,6 +137,13 @@ func compile(ctx context.Context, wasm, stdlib []byte, wasmHash, stdlibHash, cac
 		cacheDir: cacheDir,
 	}
 	e.pycZip = e.loadPycZip()
+	// wazero has what it needs of the module's bytes now (instantiation
+	// reads the data segments again, from the page cache); the stock
+	// stdlib is mounted only when the bytecode one is missing.
+	distload.DropPages(wasm)
+	if e.pycZip != nil {
+		distload.DropPages(stdlib)
+	}
 	return e, nil
 }
 

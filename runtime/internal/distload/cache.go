@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -64,6 +66,7 @@ func (c *Cache) Get(hex string) ([]byte, bool) {
 		return b, true
 	}
 	if sum(b) != hex {
+		mapped.Delete(unsafe.SliceData(b))
 		_ = unix.Munmap(b)
 		_ = os.Remove(p)
 		_ = os.Remove(p + ".crc")
@@ -94,7 +97,27 @@ func MapFile(path string) ([]byte, error) {
 	if st.Size() != int64(int(st.Size())) {
 		return nil, fmt.Errorf("distload: %s is too large to map", path)
 	}
-	return unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	b, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err == nil {
+		mapped.Store(unsafe.SliceData(b), len(b))
+	}
+	return b, err
+}
+
+// mapped records the mappings MapFile made (start → length).
+var mapped sync.Map
+
+// DropPages tells the kernel that the process does not need the pages of
+// b, a file MapFile mapped, for now: they leave the process's resident set
+// (they stay in the page cache) and are read again if touched. Slices that
+// MapFile did not return are left alone.
+func DropPages(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	if n, ok := mapped.Load(unsafe.SliceData(b)); ok && n.(int) == len(b) {
+		_ = unix.Madvise(b, unix.MADV_DONTNEED)
+	}
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
