@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/tetratelabs/wazero/api"
 )
@@ -35,9 +36,7 @@ var errNoDirectText = errors.New("runtime: text not built directly")
 // in characters and the largest character, and whether it is valid UTF-8
 // at all (invalid text is decoded by Python, with its replacement rules).
 func textShape(s string) (n int, maxChar rune, ok bool) {
-	i := 0
-	for ; i < len(s) && s[i] < utf8.RuneSelf; i++ {
-	}
+	i := asciiPrefix(s)
 	if i == len(s) {
 		return len(s), 0x7f, true
 	}
@@ -50,6 +49,21 @@ func textShape(s string) (n int, maxChar rune, ok bool) {
 		maxChar = max(maxChar, r)
 	}
 	return n, maxChar, true
+}
+
+// asciiPrefix is the length of the longest ASCII prefix of s, found eight
+// bytes at a time (a 1 GiB context is mostly this loop).
+func asciiPrefix(s string) int {
+	const high = 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		if binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(s[i:]), 8))&high != 0 {
+			break
+		}
+	}
+	for ; i < len(s) && s[i] < utf8.RuneSelf; i++ {
+	}
+	return i
 }
 
 // directTextFuncs are the C API functions the direct path calls.
