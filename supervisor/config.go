@@ -101,6 +101,11 @@ type Config struct {
 	// MemoryLimit caps the interpreter's memory in bytes; allocations past
 	// it raise MemoryError. Default: 0, the wasm32 limit of 4 GiB.
 	MemoryLimit uint64
+	// NoSnapshot boots CPython in every sandbox instead of starting from
+	// the boot snapshot kept in CacheDir (see runtime.Config.NoSnapshot);
+	// also RLM_SANDBOX_SNAPSHOT=0. For comparison and diagnosis. Default:
+	// false.
+	NoSnapshot bool
 	// OnStdout and OnStderr, when set, receive each line Python writes, as
 	// it is written (without the newline). They are called from one
 	// goroutine at a time per stream, in order; a very long line arrives in
@@ -161,6 +166,7 @@ func (c Config) runtimeConfig() runtime.Config {
 		AllowUnverified: c.AllowUnverified,
 		CacheDir:        c.CacheDir,
 		MemoryLimit:     c.MemoryLimit,
+		NoSnapshot:      c.NoSnapshot,
 		Notice:          logWriter{c.Logger},
 	}
 	if c.PyodideDir != "" {
@@ -199,6 +205,9 @@ func (c Config) workerArgs() []string {
 	}
 	if c.AllowUnverified {
 		args = append(args, "--allow-unverified")
+	}
+	if c.NoSnapshot {
+		args = append(args, "--no-snapshot")
 	}
 	return args
 }

@@ -44,6 +44,7 @@ func run(args []string) int {
 	allowUnverified := fl.Bool("allow-unverified", false, "load Pyodide files that have no expected hash")
 	cache := fl.String("cache", "", "cache directory (default: the runtime's)")
 	memLimit := fl.Uint64("memory-limit", 0, "guest memory limit in bytes (0: none)")
+	noSnapshot := fl.Bool("no-snapshot", false, "boot CPython instead of starting from the boot snapshot")
 	pageFD := fl.Int("interrupt-fd", 3, "inherited descriptor of the interrupt page")
 	if err := fl.Parse(args); err != nil {
 		return 2
@@ -72,7 +73,7 @@ func run(args []string) int {
 	defer page.Close()
 
 	cfg := runtime.Config{IndexURL: indexURLs, CacheDir: *cache, MemoryLimit: *memLimit, Interrupt: page, Notice: os.Stderr,
-		AllowUnverified: *allowUnverified}
+		AllowUnverified: *allowUnverified, NoSnapshot: *noSnapshot}
 	if len(integrity) > 0 {
 		cfg.Integrity = integrity
 	}
