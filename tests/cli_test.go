@@ -117,11 +117,18 @@ type cliProcess struct {
 
 func startCLI(t *testing.T, args ...string) *cliProcess {
 	t.Helper()
+	return startCLIEnv(t, nil, args...)
+}
+
+// startCLIEnv is startCLI with extra environment variables.
+func startCLIEnv(t *testing.T, env []string, args ...string) *cliProcess {
+	t.Helper()
 	p := &cliProcess{
 		cmd:    osexec.Command(cliBin(t), args...),
 		stdout: newWatchedBuffer(), stderr: newWatchedBuffer(),
 		done: make(chan struct{}),
 	}
+	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	stdin, err := p.cmd.StdinPipe()
 	if err != nil {
