@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	goruntime "runtime"
+	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -74,14 +76,14 @@ func compile(ctx context.Context, wasm, stdlib []byte, wasmHash, stdlibHash, cac
 		if err := os.MkdirAll(dir, 0o755); err == nil {
 			if cache, err := wazero.NewCompilationCacheWithDir(dir); err == nil {
 				cfg = cfg.WithCompilationCache(cache)
-				marker = filepath.Join(dir, "compiled-"+id)
+				marker = filepath.Join(dir, "compiled-"+id+wazeroBuild())
 			}
 		}
 	}
 	cold := marker == ""
 	if marker != "" {
 		if _, err := os.Stat(marker); err != nil {
-			unlock, err := distCache(cacheDir).Lock(ctx, "compile-"+id)
+			unlock, err := distCache(cacheDir).Lock(ctx, "compile-"+id+wazeroBuild())
 			if err != nil {
 				return nil, err
 			}
@@ -145,6 +147,36 @@ func compile(ctx context.Context, wasm, stdlib []byte, wasmHash, stdlibHash, cac
 		distload.DropPages(stdlib)
 	}
 	return e, nil
+}
+
+var (
+	wazeroBuildOnce sync.Once
+	wazeroBuildName string
+)
+
+// wazeroBuild names the wazero this binary runs when it is not the stock
+// module ("-" and the replacement's path base, for the binaries `make`
+// builds with patches/wazero applied): stock and patched builds compile
+// into different cache entries, so each has its own "compiled" marker and
+// lock.
+func wazeroBuild() string {
+	wazeroBuildOnce.Do(func() {
+		bi, ok := debug.ReadBuildInfo()
+		if !ok {
+			return
+		}
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/tetratelabs/wazero" && d.Replace != nil {
+				wazeroBuildName = "-" + strings.Map(func(r rune) rune {
+					if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' {
+						return r
+					}
+					return '_'
+				}, filepath.Base(d.Replace.Path))
+			}
+		}
+	})
+	return wazeroBuildName
 }
 
 // funcImports lists the module's function imports with their signatures.
