@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -104,7 +105,7 @@ func BenchmarkCancelLatency(b *testing.B) {
 				}
 			}
 			sb := readySandbox(b, cfg)
-			var total time.Duration
+			var lat latencies
 			for b.Loop() {
 				done := make(chan time.Time, 1)
 				go func() {
@@ -114,9 +115,59 @@ func BenchmarkCancelLatency(b *testing.B) {
 				<-started
 				t0 := time.Now()
 				sb.Cancel()
-				total += (<-done).Sub(t0)
+				lat.add((<-done).Sub(t0))
 			}
-			b.ReportMetric(float64(total.Microseconds())/float64(b.N), "µs-cancel/op")
+			b.ReportMetric(float64(lat.total.Microseconds())/float64(b.N), "µs-cancel/op")
+			lat.report(b)
+		})
+	}
+}
+
+// latencies collects the durations of single operations of a benchmark
+// and reports their median and 99th percentile.
+type latencies struct {
+	d     []time.Duration
+	total time.Duration
+}
+
+func (l *latencies) add(d time.Duration) {
+	l.d = append(l.d, d)
+	l.total += d
+}
+
+func (l *latencies) report(b *testing.B) {
+	if len(l.d) == 0 {
+		return
+	}
+	slices.Sort(l.d)
+	at := func(q float64) float64 {
+		return float64(l.d[min(len(l.d)-1, int(q*float64(len(l.d))))].Nanoseconds()) / 1e3
+	}
+	b.ReportMetric(at(0.5), "µs-median")
+	b.ReportMetric(at(0.99), "µs-p99")
+}
+
+// BenchmarkExecuteStatement: the round trip of Execute("x = x + 1") on a
+// warm sandbox, the shape of an agent's inner loop, with its median and
+// 99th percentile.
+func BenchmarkExecuteStatement(b *testing.B) {
+	for _, m := range benchModes {
+		b.Run(m.name, func(b *testing.B) {
+			sb := readySandbox(b, benchConfig(b, m.mode))
+			ctx := context.Background()
+			if _, err := sb.Execute(ctx, "x = 0"); err != nil {
+				b.Fatal(err)
+			}
+			var lat latencies
+			for b.Loop() {
+				t0 := time.Now()
+				ce, err := sb.Execute(ctx, "x = x + 1")
+				lat.add(time.Since(t0))
+				if err != nil || ce.Error != "" {
+					b.Fatal(err, ce.Error)
+				}
+			}
+			lat.report(b)
 		})
 	}
 }
@@ -202,6 +253,56 @@ func BenchmarkPoolGet(b *testing.B) {
 				b.StopTimer()
 				sb.Destroy()
 				b.StartTimer()
+			}
+		})
+	}
+}
+
+// BenchmarkLLMQueryBatched: one llm_query_batched of 100 prompts answered
+// at once by the host, per Execute (minus the cost of an Execute measured
+// by BenchmarkExecutePass).
+func BenchmarkLLMQueryBatched(b *testing.B) {
+	for _, m := range benchModes {
+		b.Run(m.name, func(b *testing.B) {
+			cfg := benchConfig(b, m.mode)
+			cfg.OnLLMQuery = func(_ context.Context, p string) (string, error) { return p, nil }
+			sb := readySandbox(b, cfg)
+			const prompts = 100
+			ctx := context.Background()
+			if _, err := sb.Execute(ctx, "prompts = [f'prompt {i}' for i in range(100)]"); err != nil {
+				b.Fatal(err)
+			}
+			var lat latencies
+			for b.Loop() {
+				ce, err := sb.Execute(ctx, "r = llm_query_batched(prompts)")
+				if err != nil || ce.Error != "" || ce.BridgeCalls != prompts {
+					b.Fatal(err, ce.Error)
+				}
+				lat.add(ce.Duration)
+			}
+			lat.report(b)
+		})
+	}
+}
+
+// BenchmarkOutputThroughput: a program printing 100 MiB in lines of 1 KiB,
+// with the default MaxOutputLength and an OnStdout that discards the lines.
+func BenchmarkOutputThroughput(b *testing.B) {
+	const lines, lineSize = 100 << 10, 1 << 10
+	code := "line = 'x' * 1023\nfor _ in range(102400): print(line)"
+	for _, m := range benchModes {
+		b.Run(m.name, func(b *testing.B) {
+			cfg := benchConfig(b, m.mode)
+			var got int
+			cfg.OnStdout = func(l string) { got++ }
+			sb := readySandbox(b, cfg)
+			b.SetBytes(lines * lineSize)
+			for b.Loop() {
+				got = 0
+				ce, err := sb.Execute(context.Background(), code)
+				if err != nil || ce.Error != "" || got != lines || !ce.Truncated {
+					b.Fatal(err, ce.Error, got)
+				}
 			}
 		})
 	}

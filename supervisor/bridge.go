@@ -1,128 +1,10 @@
 package supervisor
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
-	"time"
 )
-
-// run is one Execute in progress.
-type run struct {
-	once   sync.Once
-	reason chan error // receives ErrTimeout or ErrCanceled once
-
-	// ctx is the context of the bridge callbacks the code makes; it is
-	// cancelled when the execution is interrupted or ends.
-	ctx    context.Context
-	cancel context.CancelFunc
-	clock  *pyClock
-	calls  atomic.Int64
-	start  time.Time // when the execution (and its clock) started
-}
-
-func newRun(timeout time.Duration) *run {
-	r := &run{reason: make(chan error, 1), clock: newPyClock(timeout)}
-	r.start = r.clock.since
-	r.ctx, r.cancel = context.WithCancel(context.Background())
-	return r
-}
-
-// stop ends the run for a reason.
-func (r *run) stop(reason error) {
-	r.once.Do(func() { r.reason <- reason })
-}
-
-// end releases the run's timer and callbacks.
-func (r *run) end() {
-	r.cancel()
-	r.clock.stop()
-}
-
-// pyClock measures the time an execution spends running Python, that is,
-// not waiting for bridge callbacks, and closes expired once it exceeds the
-// limit (if positive).
-type pyClock struct {
-	mu       sync.Mutex
-	limit    time.Duration
-	used     time.Duration // Python time before since
-	since    time.Time     // when Python last resumed (when inflight is 0)
-	inflight int           // bridge callbacks running
-	timer    *time.Timer
-	expired  chan struct{}
-	fired    bool
-	stopped  bool
-}
-
-func newPyClock(limit time.Duration) *pyClock {
-	c := &pyClock{limit: limit, since: time.Now(), expired: make(chan struct{})}
-	if limit > 0 {
-		c.timer = time.AfterFunc(limit, c.check)
-	}
-	return c
-}
-
-// check runs when the timer fires.
-func (c *pyClock) check() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.inflight > 0 || c.fired || c.stopped {
-		return
-	}
-	used := c.used + time.Since(c.since)
-	if used >= c.limit {
-		c.fired = true
-		close(c.expired)
-		return
-	}
-	c.timer.Reset(c.limit - used)
-}
-
-// enter pauses the clock for a bridge callback.
-func (c *pyClock) enter() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.inflight == 0 {
-		c.used += time.Since(c.since)
-		if c.timer != nil {
-			c.timer.Stop()
-		}
-	}
-	c.inflight++
-}
-
-// leave resumes the clock when the last bridge callback returns.
-func (c *pyClock) leave() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.inflight--
-	if c.inflight > 0 {
-		return
-	}
-	c.since = time.Now()
-	if c.timer != nil && !c.fired && !c.stopped {
-		c.timer.Reset(max(c.limit-c.used, 0))
-	}
-}
-
-// stop stops the timer and returns the Python time so far.
-func (c *pyClock) stop() time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.stopped {
-		c.stopped = true
-		if c.timer != nil {
-			c.timer.Stop()
-		}
-		if c.inflight == 0 {
-			c.used += time.Since(c.since)
-			c.since = time.Now()
-		}
-	}
-	return c.used
-}
 
 // bridges answers the bridge calls of one sandbox's executions with the
 // callbacks of its Config.
@@ -162,10 +44,11 @@ func (b *bridges) call(r *run, method string, args []any) (result any, err error
 	r.calls.Add(1)
 	r.clock.enter()
 	defer r.clock.leave()
+	ctx := r.bridgeCtx()
 	select {
 	case b.sem <- struct{}{}:
-	case <-r.ctx.Done():
-		return nil, r.ctx.Err()
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 	defer func() { <-b.sem }()
 	defer func() {
@@ -183,7 +66,7 @@ func (b *bridges) call(r *run, method string, args []any) (result any, err error
 		if b.cfg.OnLLMQuery == nil {
 			return nil, errors.New("llm_query is not available: the host set no OnLLMQuery callback")
 		}
-		return b.cfg.OnLLMQuery(r.ctx, prompt)
+		return b.cfg.OnLLMQuery(ctx, prompt)
 	case "rlm_query":
 		task, ok := arg[string](args, 0)
 		if !ok || len(args) > 2 {
@@ -196,7 +79,7 @@ func (b *bridges) call(r *run, method string, args []any) (result any, err error
 		if len(args) == 2 {
 			ctxValue = args[1]
 		}
-		return b.cfg.OnRLMQuery(r.ctx, task, ctxValue)
+		return b.cfg.OnRLMQuery(ctx, task, ctxValue)
 	}
 	return nil, fmt.Errorf("unknown bridge function %q", method)
 }

@@ -26,11 +26,11 @@ type direct struct {
 	inited  atomic.Bool
 	bridges *bridges
 	started time.Time
+	running atomic.Pointer[run] // the Execute in progress, if any
 
-	mu      sync.Mutex
-	running *run // the Execute in progress, if any
-	dead    error
-	closed  bool
+	mu     sync.Mutex
+	dead   error
+	closed bool
 }
 
 func newDirect(ctx context.Context, cfg Config, reason string) (*direct, error) {
@@ -39,10 +39,7 @@ func newDirect(ctx context.Context, cfg Config, reason string) (*direct, error) 
 	rc := cfg.runtimeConfig()
 	rc.Interrupt = intr
 	rc.Bridge = func(_ context.Context, method string, args []any) (any, error) {
-		d.mu.Lock()
-		r := d.running
-		d.mu.Unlock()
-		return d.bridges.call(r, method, args)
+		return d.bridges.call(d.running.Load(), method, args)
 	}
 	in, err := runtime.New(ctx, rc)
 	if err != nil {
@@ -159,90 +156,56 @@ func (d *direct) execute(ctx context.Context, code string, interactive bool) (*C
 	if !d.inited.Load() {
 		return nil, ErrNotInitialized
 	}
-	r := newRun(d.cfg.Timeout)
-	defer r.end()
-	d.mu.Lock()
-	d.running = r
-	d.mu.Unlock()
-	defer func() {
-		d.mu.Lock()
-		d.running = nil
-		d.mu.Unlock()
-	}()
-
 	stdout := newCollector(d.cfg.MaxOutputLength, guardLine(d.cfg.Logger, "OnStdout", d.cfg.OnStdout))
 	stderr := newCollector(d.cfg.MaxOutputLength, guardLine(d.cfg.Logger, "OnStderr", d.cfg.OnStderr))
-	execCtx, interrupt := context.WithCancel(context.Background())
-	defer interrupt()
-	done := make(chan struct{})
-	exited := make(chan struct{})
-	var why error // written by the watchdog, read after it exits
-	go func() {   // watchdog: interrupt on timeout or cancel, kill after grace
-		defer close(exited)
-		var wall <-chan time.Time
-		if d.cfg.WallTimeout > 0 {
-			t := time.NewTimer(d.cfg.WallTimeout)
-			defer t.Stop()
-			wall = t.C
-		}
-		select {
-		case <-done:
-			return
-		case <-r.clock.expired:
-			why = fmt.Errorf("%w (ran Python for %v)", ErrTimeout, d.cfg.Timeout)
-		case <-wall:
-			why = fmt.Errorf("%w (wall timeout of %v)", ErrTimeout, d.cfg.WallTimeout)
-		case <-ctx.Done():
-			why = fmt.Errorf("%w: %w", ErrCanceled, context.Cause(ctx))
-		case why = <-r.reason:
-		}
-		interrupt()
-		r.cancel() // bridge callbacks, after the interrupt so that they see it
-		grace := time.NewTimer(d.cfg.GracePeriod)
-		defer grace.Stop()
-		select {
-		case <-done:
-		case <-grace.C:
-			d.cfg.Logger.Warn("code ignored the interrupt; killing the interpreter", "grace", d.cfg.GracePeriod)
-			d.in.Close()
-		}
-	}()
-	start := r.start
+	r := newRun(ctx, d.cfg, d.interrupt, d.kill)
+	d.running.Store(r)
+	// The interpreter runs under a context that is never cancelled: the
+	// run raises the interrupt itself, and cancels the bridge callbacks'
+	// own context.
 	out := runtime.Output{Stdout: stdout, Stderr: stderr}
 	var res *runtime.Result
 	var err error
 	if interactive {
-		res, err = d.in.ExecInteractive(execCtx, code, out)
+		res, err = d.in.ExecInteractive(context.Background(), code, out)
 	} else {
-		res, err = d.in.Exec(execCtx, code, out)
+		res, err = d.in.Exec(context.Background(), code, out)
 	}
-	close(done)
-	<-exited
-	python := r.clock.stop()
-	ce := &CodeExecution{Code: code, Duration: time.Since(start), PythonDuration: python}
+	d.running.Store(nil)
+	why, killed := r.end()
+	if why != nil {
+		// A stop that came after the code returned left the interrupt
+		// pending: it must not hit the next call.
+		d.intr.Swap(0)
+	}
+	ce := &CodeExecution{Code: code, Duration: time.Since(r.start), PythonDuration: r.clock.stop()}
 	ce.BridgeCalls = int(r.calls.Load())
 	ce.Stdout, ce.Stderr = stdout.String(), stderr.String()
 	ce.Truncated = stdout.truncated() || stderr.truncated()
-	if res != nil {
-		if res.Error != nil {
-			ce.Error, ce.ErrorType, ce.Traceback = res.Error.Error(), res.Error.Type, res.Error.Traceback
-		}
+	if res != nil && res.Error != nil {
+		ce.Error, ce.ErrorType, ce.Traceback = res.Error.Error(), res.Error.Type, res.Error.Traceback
+	}
+	if killed {
+		d.markDead(fmt.Errorf("%w: killed after ignoring the interrupt for %v", ErrDead, d.cfg.GracePeriod))
+		return ce, fmt.Errorf("%w (the code ignored KeyboardInterrupt and was killed; the sandbox is dead)", why)
 	}
 	if err != nil {
-		if errors.Is(err, runtime.ErrClosed) && why != nil {
-			d.markDead(fmt.Errorf("%w: killed after ignoring the interrupt for %v", ErrDead, d.cfg.GracePeriod))
-			return ce, fmt.Errorf("%w (the code ignored KeyboardInterrupt and was killed; the sandbox is dead)", why)
-		}
 		if errors.Is(err, runtime.ErrInterrupted) && why != nil {
 			ce.Error, ce.ErrorType = "KeyboardInterrupt", "KeyboardInterrupt"
 			return ce, why
 		}
 		return ce, d.fail("execute", err)
 	}
-	if why != nil {
-		return ce, why
-	}
-	return ce, nil
+	return ce, why
+}
+
+// interrupt raises KeyboardInterrupt in the running code.
+func (d *direct) interrupt() { d.intr.Store(runtime.SIGINT) }
+
+// kill ends an interpreter whose code ignored the interrupt.
+func (d *direct) kill() {
+	d.cfg.Logger.Warn("code ignored the interrupt; killing the interpreter", "grace", d.cfg.GracePeriod)
+	d.in.Close()
 }
 
 func (d *direct) IsComplete(ctx context.Context, source string) (bool, error) {
@@ -293,10 +256,7 @@ func (d *direct) markDead(err error) {
 }
 
 func (d *direct) Cancel() {
-	d.mu.Lock()
-	r := d.running
-	d.mu.Unlock()
-	if r != nil {
+	if r := d.running.Load(); r != nil {
 		r.stop(ErrCanceled)
 	}
 }

@@ -34,12 +34,12 @@ type workerSandbox struct {
 	inited atomic.Bool
 	// bridges answers the running code's bridge calls.
 	bridges *bridges
+	running atomic.Pointer[run] // the Execute in progress, if any
 
 	mu      sync.Mutex
 	nextID  uint64
 	pending map[uint64]chan ipc.Message
 	outputs map[uint64]*execStreams
-	running *run
 	dead    error
 	closed  bool
 
@@ -192,10 +192,7 @@ func (s *workerSandbox) readLoop(r io.Reader) {
 			continue
 		}
 		if m.Kind == ipc.KindBridgeCall {
-			s.mu.Lock()
-			r := s.running
-			s.mu.Unlock()
-			go s.answerBridge(r, m.ID, m.Body.(ipc.BridgeCall))
+			go s.answerBridge(s.running.Load(), m.ID, m.Body.(ipc.BridgeCall))
 			continue
 		}
 		s.mu.Lock()
@@ -507,69 +504,34 @@ func (s *workerSandbox) execute(ctx context.Context, code string, interactive bo
 	if !s.inited.Load() {
 		return nil, ErrNotInitialized
 	}
-	r := newRun(s.cfg.Timeout)
-	defer r.end()
-	s.mu.Lock()
-	s.running = r
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.running = nil
-		s.mu.Unlock()
-	}()
 	streams := &execStreams{
 		stdout: newCollector(s.cfg.MaxOutputLength, guardLine(s.cfg.Logger, "OnStdout", s.cfg.OnStdout)),
 		stderr: newCollector(s.cfg.MaxOutputLength, guardLine(s.cfg.Logger, "OnStderr", s.cfg.OnStderr)),
 	}
-	start := r.start
+	r := newRun(ctx, s.cfg, s.interrupt, s.killStubborn)
+	s.running.Store(r)
 	id, ch, err := s.send(ipc.KindExecute, ipc.Execute{Code: code, Interactive: interactive}, streams)
+	var m ipc.Message
+	got := false
+	if err == nil {
+		m, got = <-ch // closed if the worker dies
+		s.forget(id)
+	}
+	s.running.Store(nil)
+	why, killed := r.end()
+	if why != nil && got {
+		// A stop that came after the code returned left the interrupt
+		// pending: it must not hit the next request.
+		s.page.Store(0)
+	}
 	if err != nil {
 		return nil, err
 	}
-	defer s.forget(id)
-
-	timeout := r.clock.expired
-	var wall <-chan time.Time
-	if s.cfg.WallTimeout > 0 {
-		t := time.NewTimer(s.cfg.WallTimeout)
-		defer t.Stop()
-		wall = t.C
-	}
-	var why error
-	var grace <-chan time.Time
-	var m ipc.Message
-	var got bool
-	ctxDone, reason := ctx.Done(), r.reason
-wait:
-	for {
-		select {
-		case m, got = <-ch:
-			break wait
-		case <-timeout:
-			why = fmt.Errorf("%w (ran Python for %v)", ErrTimeout, s.cfg.Timeout)
-		case <-wall:
-			why = fmt.Errorf("%w (wall timeout of %v)", ErrTimeout, s.cfg.WallTimeout)
-		case <-ctxDone:
-			why = fmt.Errorf("%w: %w", ErrCanceled, context.Cause(ctx))
-		case why = <-reason:
-		case <-grace:
-			s.cfg.Logger.Warn("code ignored the interrupt; killing the worker", "pid", s.info.PID, "grace", s.cfg.GracePeriod)
-			s.markDead(fmt.Errorf("%w: %w: killed after ignoring the interrupt for %v", ErrWorkerExited, ErrDead, s.cfg.GracePeriod))
-			s.kill()
-			ce := s.execution(code, start, streams, r, nil)
-			return ce, fmt.Errorf("%w (the code ignored KeyboardInterrupt and the worker was killed; the sandbox is dead)", why)
-		}
-		if why != nil && grace == nil {
-			s.page.Store(ipc.SignalInterrupt)
-			r.cancel() // bridge callbacks, after the interrupt so that they see it
-			t := time.NewTimer(s.cfg.GracePeriod)
-			defer t.Stop()
-			grace = t.C
-			timeout, wall, ctxDone, reason = nil, nil, nil, nil // acted on once
-		}
+	if killed {
+		return s.execution(code, streams, r, nil), fmt.Errorf("%w (the code ignored KeyboardInterrupt and the worker was killed; the sandbox is dead)", why)
 	}
 	if !got {
-		ce := s.execution(code, start, streams, r, nil)
+		ce := s.execution(code, streams, r, nil)
 		if why != nil {
 			return ce, fmt.Errorf("%w: %w", why, s.deadErr())
 		}
@@ -579,19 +541,28 @@ wait:
 		if errors.Is(err, ErrDead) {
 			s.markDead(err)
 		}
-		return s.execution(code, start, streams, r, nil), err
+		return s.execution(code, streams, r, nil), err
 	}
 	res, ok := m.Body.(ipc.Result)
 	if !ok {
 		return nil, fmt.Errorf("%w: %v in reply to execute", ErrProtocol, m.Kind)
 	}
-	ce := s.execution(code, start, streams, r, &res)
-	return ce, why
+	return s.execution(code, streams, r, &res), why
 }
 
-func (s *workerSandbox) execution(code string, start time.Time, st *execStreams, r *run, res *ipc.Result) *CodeExecution {
+// interrupt raises KeyboardInterrupt in the running code.
+func (s *workerSandbox) interrupt() { s.page.Store(ipc.SignalInterrupt) }
+
+// killStubborn ends a worker whose code ignored the interrupt.
+func (s *workerSandbox) killStubborn() {
+	s.cfg.Logger.Warn("code ignored the interrupt; killing the worker", "pid", s.info.PID, "grace", s.cfg.GracePeriod)
+	s.markDead(fmt.Errorf("%w: %w: killed after ignoring the interrupt for %v", ErrWorkerExited, ErrDead, s.cfg.GracePeriod))
+	s.kill()
+}
+
+func (s *workerSandbox) execution(code string, st *execStreams, r *run, res *ipc.Result) *CodeExecution {
 	python := r.clock.stop()
-	ce := &CodeExecution{Code: code, Stdout: st.stdout.String(), Stderr: st.stderr.String(), Duration: time.Since(start), PythonDuration: python}
+	ce := &CodeExecution{Code: code, Stdout: st.stdout.String(), Stderr: st.stderr.String(), Duration: time.Since(r.start), PythonDuration: python}
 	ce.Truncated = st.stdout.truncated() || st.stderr.truncated()
 	ce.BridgeCalls = int(r.calls.Load())
 	if res != nil {
@@ -634,10 +605,7 @@ func (s *workerSandbox) Stats(ctx context.Context) (Stats, error) {
 }
 
 func (s *workerSandbox) Cancel() {
-	s.mu.Lock()
-	r := s.running
-	s.mu.Unlock()
-	if r != nil {
+	if r := s.running.Load(); r != nil {
 		r.stop(ErrCanceled)
 	}
 }

@@ -1,0 +1,208 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// run is one Execute in progress. What can stop it (the Python-time
+// limit, the wall timeout, the caller's context, Cancel) calls stop from
+// its own goroutine: a timer's, the context's, the caller's. Nothing waits
+// for those events, so an execution that is not stopped costs no goroutine
+// and no hand-off between goroutines.
+type run struct {
+	interrupt func() // raises KeyboardInterrupt in the running code
+	kill      func() // ends an interpreter that ignored the interrupt
+	grace     time.Duration
+	clock     *pyClock
+	calls     atomic.Int64
+	start     time.Time // when the execution (and its clock) started
+	wall      *time.Timer
+	stopCtx   func() bool
+
+	mu     sync.Mutex
+	why    error // why the execution was stopped, or nil
+	ended  bool
+	killed bool
+	expiry *time.Timer // the grace period, once stopped
+	// ctx is the context of the bridge callbacks the code makes, made on
+	// the first call; it is cancelled when the execution is stopped or ends.
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// newRun starts the clocks of an execution. interrupt and kill act on the
+// interpreter (see run).
+func newRun(ctx context.Context, cfg Config, interrupt, kill func()) *run {
+	r := &run{interrupt: interrupt, kill: kill, grace: cfg.GracePeriod}
+	r.clock = newPyClock(cfg.Timeout, func() {
+		r.stop(fmt.Errorf("%w (ran Python for %v)", ErrTimeout, cfg.Timeout))
+	})
+	r.start = r.clock.since
+	if cfg.WallTimeout > 0 {
+		r.wall = time.AfterFunc(cfg.WallTimeout, func() {
+			r.stop(fmt.Errorf("%w (wall timeout of %v)", ErrTimeout, cfg.WallTimeout))
+		})
+	}
+	r.stopCtx = context.AfterFunc(ctx, func() {
+		r.stop(fmt.Errorf("%w: %w", ErrCanceled, context.Cause(ctx)))
+	})
+	return r
+}
+
+// stop ends the run for a reason (the first one counts): it raises the
+// interrupt, then cancels the bridge callbacks, so that a callback that
+// returns its ctx.Err() at once is still reported as an interrupt, and
+// kills the interpreter if the code has not returned GracePeriod later.
+func (r *run) stop(why error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.why != nil || r.ended {
+		return
+	}
+	r.why = why
+	r.interrupt()
+	if r.cancel != nil {
+		r.cancel()
+	}
+	r.expiry = time.AfterFunc(r.grace, r.expire)
+}
+
+// expire runs at the end of the grace period.
+func (r *run) expire() {
+	r.mu.Lock()
+	if r.ended {
+		r.mu.Unlock()
+		return
+	}
+	r.killed = true
+	r.mu.Unlock()
+	r.kill()
+}
+
+// bridgeCtx returns the context of the run's bridge callbacks.
+func (r *run) bridgeCtx() context.Context {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ctx == nil {
+		r.ctx, r.cancel = context.WithCancel(context.Background())
+		if r.why != nil || r.ended {
+			r.cancel()
+		}
+	}
+	return r.ctx
+}
+
+// end releases the run's timers and callbacks once the interpreter has
+// returned. It reports why the run was stopped (nil if it was not) and
+// whether the interpreter was killed; later calls of stop do nothing.
+func (r *run) end() (why error, killed bool) {
+	r.mu.Lock()
+	r.ended = true
+	why, killed = r.why, r.killed
+	if r.expiry != nil {
+		r.expiry.Stop()
+	}
+	if r.cancel != nil {
+		r.cancel()
+	}
+	r.mu.Unlock()
+	r.stopCtx()
+	if r.wall != nil {
+		r.wall.Stop()
+	}
+	r.clock.stop()
+	return why, killed
+}
+
+// pyClock measures the time an execution spends running Python, that is,
+// not waiting for bridge callbacks, and calls expire once it exceeds the
+// limit (if positive).
+type pyClock struct {
+	mu       sync.Mutex
+	limit    time.Duration
+	used     time.Duration // Python time before since
+	since    time.Time     // when Python last resumed (when inflight is 0)
+	inflight int           // bridge callbacks running
+	timer    *time.Timer
+	pending  bool // the timer is armed
+	fired    bool
+	stopped  bool
+	expire   func()
+}
+
+func newPyClock(limit time.Duration, expire func()) *pyClock {
+	c := &pyClock{limit: limit, since: time.Now(), expire: expire}
+	if limit > 0 {
+		c.pending = true
+		c.timer = time.AfterFunc(limit, c.check)
+	}
+	return c
+}
+
+// check runs when the timer fires. The timer is left running while
+// bridge callbacks pause the clock: when it fires early it is set again
+// for the Python time left, or by leave if callbacks are running.
+func (c *pyClock) check() {
+	c.mu.Lock()
+	c.pending = false
+	if c.inflight > 0 || c.fired || c.stopped {
+		c.mu.Unlock()
+		return
+	}
+	used := c.used + time.Since(c.since)
+	if used < c.limit {
+		c.pending = true
+		c.timer.Reset(c.limit - used)
+		c.mu.Unlock()
+		return
+	}
+	c.fired = true
+	c.mu.Unlock()
+	c.expire()
+}
+
+// enter pauses the clock for a bridge callback.
+func (c *pyClock) enter() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inflight == 0 {
+		c.used += time.Since(c.since)
+	}
+	c.inflight++
+}
+
+// leave resumes the clock when the last bridge callback returns.
+func (c *pyClock) leave() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.inflight--
+	if c.inflight > 0 {
+		return
+	}
+	c.since = time.Now()
+	if c.timer != nil && !c.pending && !c.fired && !c.stopped {
+		c.pending = true
+		c.timer.Reset(max(c.limit-c.used, 0))
+	}
+}
+
+// stop stops the timer and returns the Python time so far.
+func (c *pyClock) stop() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.stopped {
+		c.stopped = true
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+		if c.inflight == 0 {
+			c.used += time.Since(c.since)
+			c.since = time.Now()
+		}
+	}
+	return c.used
+}
