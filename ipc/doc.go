@@ -17,7 +17,7 @@
 // reading or allocating the body, and grows its buffer only as body bytes
 // actually arrive. A stream that ends between frames yields io.EOF, one
 // that ends inside a frame an error wrapping io.ErrUnexpectedEOF. Writer
-// is safe for concurrent use and flushes every frame.
+// is safe for concurrent use; concurrent writes share system calls.
 //
 // # Messages
 //

@@ -5,11 +5,14 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // frame returns a length prefix for n followed by body.
@@ -21,7 +24,8 @@ func TestFrameRoundTrip(t *testing.T) {
 	bodies := [][]byte{
 		{},
 		[]byte("x"),
-		bytes.Repeat([]byte("abc"), 100000), // larger than readChunk and the bufio buffers
+		bytes.Repeat([]byte("abc"), 100000), // larger than the bufio buffers
+		bytes.Repeat([]byte("abcd"), readChunk/2), // larger than readChunk and the bufio buffers
 		{0, 1, 2, 3},
 	}
 	var buf bytes.Buffer
@@ -228,5 +232,139 @@ func TestReadMessageDecodeErrorNotSticky(t *testing.T) {
 	}
 	if _, err := r.ReadMessage(); err != io.EOF {
 		t.Fatalf("got %v, want io.EOF", err)
+	}
+}
+
+// countWriter counts the Write calls it gets.
+type countWriter struct {
+	bytes.Buffer
+	calls int
+}
+
+func (w *countWriter) Write(p []byte) (int, error) {
+	w.calls++
+	return w.Buffer.Write(p)
+}
+
+func TestQueueMessageAndFlush(t *testing.T) {
+	var cw countWriter
+	w := NewWriter(&cw)
+	for i := range 3 {
+		if err := w.QueueMessage(KindOutput, 5, Output{Stream: StreamStdout, Data: fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.QueueMessage(KindOutput, 5, Output{Stream: "bad"}); err == nil {
+		t.Fatal("queued an invalid body")
+	}
+	if cw.calls != 0 || w.Queued() == 0 {
+		t.Fatalf("queued frames were written (%d calls) or not kept (%d bytes)", cw.calls, w.Queued())
+	}
+	if err := w.WriteMessage(KindResult, 5, Result{}); err != nil {
+		t.Fatal(err)
+	}
+	if cw.calls != 1 || w.Queued() != 0 {
+		t.Fatalf("%d writes for 4 frames, %d bytes left", cw.calls, w.Queued())
+	}
+	if err := w.Flush(); err != nil || cw.calls != 1 {
+		t.Fatalf("flush of nothing: %v, %d writes", err, cw.calls)
+	}
+	r := NewReader(&cw.Buffer)
+	for i := range 3 {
+		m, err := r.ReadMessage()
+		if err != nil || m.Body != (Output{Stream: StreamStdout, Data: fmt.Sprint(i)}) {
+			t.Fatalf("frame %d: %+v %v", i, m, err)
+		}
+	}
+	if m, err := r.ReadMessage(); err != nil || m.Kind != KindResult {
+		t.Fatalf("last frame: %+v %v", m, err)
+	}
+}
+
+// gateWriter blocks its first Write until released.
+type gateWriter struct {
+	countWriter
+	entered, release chan struct{}
+}
+
+func (w *gateWriter) Write(p []byte) (int, error) {
+	if w.calls == 0 {
+		close(w.entered)
+		<-w.release
+	}
+	return w.countWriter.Write(p)
+}
+
+// A frame written while another goroutine is writing goes out with that
+// goroutine's next write, without waiting for it.
+func TestWriterGroupCommit(t *testing.T) {
+	gw := &gateWriter{entered: make(chan struct{}), release: make(chan struct{})}
+	w := NewWriter(gw)
+	done := make(chan error)
+	go func() { done <- w.WriteMessage(KindPing, 1, nil) }()
+	<-gw.entered
+	for id := uint64(2); id <= 4; id++ {
+		if err := w.WriteMessage(KindPing, id, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(gw.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if gw.calls != 2 {
+		t.Fatalf("%d writes, want 2 (the first frame, then the three queued behind it)", gw.calls)
+	}
+	r := NewReader(&gw.Buffer)
+	for id := uint64(1); id <= 4; id++ {
+		if m, err := r.ReadMessage(); err != nil || m.ID != id {
+			t.Fatalf("frame %d: %+v %v", id, m, err)
+		}
+	}
+}
+
+func TestAppendFrame(t *testing.T) {
+	prefix := []byte("xyz")
+	b, err := AppendFrame(prefix, KindExecute, 9, Execute{Code: "pass"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := Encode(KindExecute, 9, Execute{Code: "pass"})
+	if string(b[:3]) != "xyz" || binary.BigEndian.Uint32(b[3:]) != uint32(len(body)) || !bytes.Equal(b[7:], body) {
+		t.Fatalf("got % x", b)
+	}
+	if b, err := AppendFrame(prefix, KindExecute, 9, Output{}); err == nil || string(b) != "xyz" {
+		t.Fatalf("a failed append gave %q, %v", b, err)
+	}
+}
+
+// A read that times out keeps the part of the frame read so far.
+func TestReadFrameResumesAfterTimeout(t *testing.T) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	defer pw.Close()
+	r := NewReader(pr)
+	msg := frame(6, []byte("abcdef"))
+	for _, cut := range []int{0, 2, 7} { // nothing, part of the header, part of the body
+		if _, err := pw.Write(msg[:cut]); err != nil {
+			t.Fatal(err)
+		}
+		pr.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+		if _, err := r.ReadFrame(); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("cut %d: got %v, want a timeout", cut, err)
+		}
+		pr.SetReadDeadline(time.Time{})
+		if _, err := pw.Write(msg[cut:]); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := r.ReadFrame(); err != nil || string(b) != "abcdef" {
+			t.Fatalf("cut %d: got %q, %v", cut, b, err)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package ipc
 
 import (
+	"encoding/binary"
 	"fmt"
 	"reflect"
 )
@@ -149,6 +150,24 @@ func (m Message) Into(v any) error {
 // ErrFrameTooLarge, and a value field EncodeValue cannot represent with
 // ErrUnsupportedValue.
 func Encode(kind Kind, id uint64, body any) ([]byte, error) {
+	return appendMessage(nil, kind, id, body)
+}
+
+// AppendFrame appends a message to dst as a whole frame: the 4-byte
+// length, then the body Encode would return. It fails as Encode does, and
+// then returns dst as it was.
+func AppendFrame(dst []byte, kind Kind, id uint64, body any) ([]byte, error) {
+	start := len(dst)
+	b, err := appendMessage(append(dst, 0, 0, 0, 0), kind, id, body)
+	if err != nil {
+		return dst[:start], err
+	}
+	binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start-headerSize))
+	return b, nil
+}
+
+// appendMessage appends the frame body of a message to dst.
+func appendMessage(dst []byte, kind Kind, id uint64, body any) ([]byte, error) {
 	info, ok := lookupKind(uint64(kind))
 	if !ok {
 		return nil, fmt.Errorf("ipc: encode: %w %d", ErrUnknownKind, uint8(kind))
@@ -162,15 +181,16 @@ func Encode(kind Kind, id uint64, body any) ([]byte, error) {
 			return nil, fmt.Errorf("ipc: encode %s: %w", kind, err)
 		}
 	}
-	var w writer
+	start := len(dst)
+	w := writer{b: dst}
 	w.arrayLen(3)
 	w.uint(uint64(kind))
 	w.uint(id)
 	if err := info.codec.encode(&w, bv); err != nil {
 		return nil, fmt.Errorf("ipc: encode %s: %w", kind, err)
 	}
-	if len(w.b) > MaxFrameSize {
-		return nil, fmt.Errorf("ipc: encode %s: %w", kind, frameTooLarge(len(w.b)))
+	if n := len(w.b) - start; n > MaxFrameSize {
+		return nil, fmt.Errorf("ipc: encode %s: %w", kind, frameTooLarge(n))
 	}
 	return w.b, nil
 }
@@ -203,7 +223,13 @@ func bodyValue(info kindInfo, body any) (reflect.Value, error) {
 // nil Body), so that the receiver can send an Error reply to the right
 // request.
 func Decode(frame []byte) (Message, error) {
-	r := reader{buf: frame}
+	return decode(frame, false)
+}
+
+// decode is Decode; owned says frame is never written again, so the
+// message's strings may share its memory.
+func decode(frame []byte, owned bool) (Message, error) {
+	r := reader{buf: frame, owned: owned}
 	n, err := r.readArrayLen()
 	if err != nil {
 		return Message{}, fmt.Errorf("ipc: decode envelope: %w", err)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
@@ -17,6 +18,9 @@ import (
 type reader struct {
 	buf []byte
 	off int
+	// owned says buf is never written again, so strings may share its
+	// memory instead of copying it.
+	owned bool
 }
 
 // remaining reports how many unread bytes are left.
@@ -255,8 +259,11 @@ func (r *reader) readString() (string, error) {
 		return "", err
 	}
 	b, err := r.take(n)
-	if err != nil {
+	if err != nil || len(b) == 0 {
 		return "", err
+	}
+	if r.owned {
+		return unsafe.String(&b[0], len(b)), nil
 	}
 	return string(b), nil
 }

@@ -471,7 +471,7 @@ func decodeExt(r *reader, depth int) (any, error) {
 		im := math.Float64frombits(binary.BigEndian.Uint64(payload[8:]))
 		return complex(re, im), nil
 	case ExtSet:
-		inner := reader{buf: payload}
+		inner := reader{buf: payload, owned: r.owned}
 		n, err := inner.readArrayLen()
 		if err != nil {
 			return nil, err
