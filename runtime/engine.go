@@ -95,6 +95,7 @@ func compile(ctx context.Context, wasm, stdlib []byte, wasmHash, stdlibHash, cac
 	if cold && notice != nil {
 		fmt.Fprintf(notice, "rlm-sandbox: compiling Pyodide %s to native code (once per machine, about 10 s)\n", PyodideVersion)
 	}
+	perfMap(notice)
 	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
 	start := time.Now()
 	cctx := experimental.WithCompilationWorkers(ctx, goruntime.NumCPU())
@@ -177,6 +178,27 @@ func wazeroBuild() string {
 		}
 	})
 	return wazeroBuildName
+}
+
+// PerfMapEnv names the environment variable that, set to 1, makes the
+// process write /tmp/perf-<pid>.map naming the guest's compiled functions
+// for `perf report` (a debugging aid; the binaries `make` builds only: it is
+// wazero patch 0003's WAZERO_PERFMAP). See docs/profiling.md.
+const PerfMapEnv = "RLM_SANDBOX_PERFMAP"
+
+// perfMap turns the patched engine's perf map on when PerfMapEnv asks for
+// it, and says so on notice when this build cannot write one.
+func perfMap(notice io.Writer) {
+	if os.Getenv(PerfMapEnv) != "1" {
+		return
+	}
+	if wazeroBuild() == "" {
+		if notice != nil {
+			fmt.Fprintf(notice, "rlm-sandbox: %s=1 needs the binaries `make build` writes (patched wazero); no perf map\n", PerfMapEnv)
+		}
+		return
+	}
+	_ = os.Setenv("WAZERO_PERFMAP", "1")
 }
 
 // funcImports lists the module's function imports with their signatures.
