@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // maxLinePiece bounds what one OnStdout/OnStderr call receives: a longer
@@ -37,6 +38,11 @@ type outputCollector struct {
 	onLine    func(string)
 }
 
+// trimSlack is how many characters beyond tailMax the tail holds before
+// the surplus is dropped: trimming costs a pass over the kept characters,
+// so it is done once per trimSlack characters, not once per chunk.
+const trimSlack = 256 << 10
+
 func newCollector(max int, onLine func(string)) *outputCollector {
 	c := &outputCollector{onLine: onLine, unlimited: max < 0}
 	if max >= 0 {
@@ -46,16 +52,23 @@ func newCollector(max int, onLine func(string)) *outputCollector {
 	return c
 }
 
+// Write adds p, which the caller may reuse once Write returns.
 func (c *outputCollector) Write(p []byte) (int, error) {
-	c.WriteString(string(p))
+	if len(p) > 0 {
+		c.add(unsafe.String(&p[0], len(p)), false)
+	}
 	return len(p), nil
 }
 
 // WriteString adds s.
-func (c *outputCollector) WriteString(s string) {
+func (c *outputCollector) WriteString(s string) { c.add(s, true) }
+
+// add adds s; owned says s is an immutable string, which lines may pass
+// on to onLine as they are, rather than copies.
+func (c *outputCollector) add(s string, owned bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.lines(s)
+	c.lines(s, owned)
 	if c.unlimited {
 		c.head = append(c.head, s...)
 		return
@@ -63,8 +76,12 @@ func (c *outputCollector) WriteString(s string) {
 	if c.headRunes < c.headMax {
 		i, n := 0, 0
 		for i < len(s) && c.headRunes+n < c.headMax {
-			_, size := utf8.DecodeRuneInString(s[i:])
-			i += size
+			if s[i] < utf8.RuneSelf {
+				i++
+			} else {
+				_, size := utf8.DecodeRuneInString(s[i:])
+				i += size
+			}
 			n++
 		}
 		c.head = append(c.head, s[:i]...)
@@ -75,30 +92,53 @@ func (c *outputCollector) WriteString(s string) {
 		return
 	}
 	c.tail = append(c.tail, s...)
-	c.tailRunes += utf8.RuneCountInString(s)
-	if c.tailRunes > 2*c.tailMax+maxLinePiece {
+	c.tailRunes += runeCount(s)
+	if c.tailRunes > c.tailMax+trimSlack {
 		c.trim()
 	}
 }
 
-// trim drops all but the last tailMax characters of tail.
+// trim drops all but the last tailMax characters of tail, counting them
+// from the end, so that its cost is that of the characters kept.
 func (c *outputCollector) trim() {
-	extra := c.tailRunes - c.tailMax
-	if extra <= 0 {
+	if c.tailRunes <= c.tailMax {
 		return
 	}
-	i := 0
-	for n := 0; n < extra; n++ {
-		_, size := utf8.DecodeRune(c.tail[i:])
-		i += size
+	i := len(c.tail)
+	for range c.tailMax {
+		_, size := utf8.DecodeLastRune(c.tail[:i])
+		i -= size
 	}
-	c.tail = append(c.tail[:0:0], c.tail[i:]...)
-	c.tailRunes -= extra
-	c.dropped += extra
+	c.tail = c.tail[:copy(c.tail, c.tail[i:])]
+	c.dropped += c.tailRunes - c.tailMax
+	c.tailRunes = c.tailMax
+}
+
+// runeCount is utf8.RuneCountInString, eight ASCII bytes at a time.
+func runeCount(s string) int {
+	n := 0
+	for len(s) > 0 {
+		for len(s) >= 8 && (uint64(s[0])|uint64(s[1])<<8|uint64(s[2])<<16|uint64(s[3])<<24|
+			uint64(s[4])<<32|uint64(s[5])<<40|uint64(s[6])<<48|uint64(s[7])<<56)&0x8080808080808080 == 0 {
+			n += 8
+			s = s[8:]
+		}
+		if len(s) == 0 {
+			break
+		}
+		if s[0] < utf8.RuneSelf {
+			s = s[1:]
+		} else {
+			_, size := utf8.DecodeRuneInString(s)
+			s = s[size:]
+		}
+		n++
+	}
+	return n
 }
 
 // lines hands the complete lines of s to onLine.
-func (c *outputCollector) lines(s string) {
+func (c *outputCollector) lines(s string, owned bool) {
 	if c.onLine == nil {
 		return
 	}
@@ -119,12 +159,15 @@ func (c *outputCollector) lines(s string) {
 			}
 			return
 		}
-		if len(c.partial) > 0 {
+		switch {
+		case len(c.partial) > 0:
 			c.partial = append(c.partial, s[:i]...)
 			c.onLine(string(c.partial))
 			c.partial = c.partial[:0]
-		} else {
+		case owned:
 			c.onLine(s[:i])
+		default:
+			c.onLine(strings.Clone(s[:i]))
 		}
 		s = s[i+1:]
 	}
