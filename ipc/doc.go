@@ -51,6 +51,13 @@
 // Requests from each side number their IDs independently; a reply, and
 // every Output of an Execute, carries the ID of its request.
 //
+// The worker serves one request at a time and, while it serves one, reads
+// no further frames until the code makes a bridge call (whose reply it
+// needs) or it receives SIGUSR1: a supervisor that sends Stats or Ping
+// while code runs signals the worker after sending it. The Output of an
+// Execute is sent in batches, each before any other frame of the Execute
+// and at most a millisecond after it was printed.
+//
 // ProtocolVersion is carried in Hello; the envelope and Hello are frozen
 // so that mismatched builds can always detect each other.
 //

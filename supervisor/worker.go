@@ -328,6 +328,10 @@ func (s *workerSandbox) call(ctx context.Context, kind ipc.Kind, body any) (ipc.
 	if err != nil {
 		return ipc.Message{}, err
 	}
+	if kind == ipc.KindStats && s.running.Load() != nil && worker.AttentionSignal != nil {
+		// The worker reads while code runs only when asked to.
+		_ = s.cmd.Process.Signal(worker.AttentionSignal)
+	}
 	select {
 	case m, ok := <-ch:
 		if !ok {

@@ -57,6 +57,8 @@ func run(args []string) int {
 		debug.SetGCPercent(400)
 	}
 	signal.Ignore(os.Interrupt)
+	attention := make(chan os.Signal, 1)
+	signal.Notify(attention, worker.AttentionSignal)
 
 	// The protocol owns the original stdout; fd 1 becomes stderr so that a
 	// stray write from Go or C cannot corrupt a frame.
@@ -80,7 +82,7 @@ func run(args []string) int {
 	if *pyodide != "" {
 		cfg.Distribution = runtime.Dir(*pyodide)
 	}
-	err = worker.Serve(context.Background(), os.Stdin, proto, worker.Options{Runtime: cfg, Log: log})
+	err = worker.Serve(context.Background(), os.Stdin, proto, worker.Options{Runtime: cfg, Log: log, Attention: attention})
 	if err != nil {
 		log.Error("worker stopped", "err", err)
 		return 1

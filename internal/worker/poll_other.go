@@ -1,0 +1,7 @@
+//go:build !unix
+
+package worker
+
+const canPoll = false
+
+func readable(uintptr) bool { return true }
