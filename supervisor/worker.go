@@ -29,21 +29,25 @@ type workerSandbox struct {
 	cmd    *exec.Cmd
 	page   *ipc.Page
 	stdin  io.WriteCloser
+	stdout *os.File // the worker's frames, read by the callers (see await)
+	rd     *ipc.Reader
 	w      *ipc.Writer
 	sem    chan struct{}
 	inited atomic.Bool
 	// bridges answers the running code's bridge calls.
 	bridges *bridges
 	running atomic.Pointer[run] // the Execute in progress, if any
+	// turn is signalled when the caller reading the frames stops.
+	turn chan struct{}
 
 	mu      sync.Mutex
+	reading bool // a caller is reading the frames
 	nextID  uint64
 	pending map[uint64]chan ipc.Message
 	outputs map[uint64]*execStreams
 	dead    error
 	closed  bool
 
-	hello  chan ipc.Message
 	exited chan struct{} // closed once the process has been reaped
 	exit   error         // how it ended; read after exited is closed
 }
@@ -86,56 +90,50 @@ func newWorker(ctx context.Context, cfg Config) (*workerSandbox, error) {
 		page.Close()
 		return nil, fmt.Errorf("%w: %v", ErrWorkerUnavailable, err)
 	}
-	stdout, err := cmd.StdoutPipe()
+	// Not StdoutPipe: Wait would close the read end when the process
+	// exits, possibly before its last frames are read.
+	stdout, stdoutW, err := os.Pipe()
 	if err != nil {
 		page.Close()
 		return nil, fmt.Errorf("%w: %v", ErrWorkerUnavailable, err)
 	}
+	enlargePipe(stdout)
+	cmd.Stdout = stdoutW
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		page.Close()
+		stdout.Close()
+		stdoutW.Close()
 		return nil, fmt.Errorf("%w: %v", ErrWorkerUnavailable, err)
 	}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	stdoutW.Close()
+	if err != nil {
 		page.Close()
+		stdout.Close()
 		return nil, fmt.Errorf("%w: start %s: %v", ErrWorkerUnavailable, path, err)
 	}
 	s := &workerSandbox{
-		cfg: cfg, cmd: cmd, page: page, stdin: stdin, w: ipc.NewWriter(stdin),
+		cfg: cfg, cmd: cmd, page: page, stdin: stdin, stdout: stdout, rd: ipc.NewReader(stdout), w: ipc.NewWriter(stdin),
 		sem:     make(chan struct{}, 1),
 		bridges: newBridges(cfg),
+		turn:    make(chan struct{}, 1),
 		pending: map[uint64]chan ipc.Message{},
 		outputs: map[uint64]*execStreams{},
-		hello:   make(chan ipc.Message, 1),
 		exited:  make(chan struct{}),
 	}
 	log := cfg.Logger.With("worker_pid", cmd.Process.Pid)
-	var pumps sync.WaitGroup
-	pumps.Add(2)
-	go func() { defer pumps.Done(); s.pumpLogs(stderr) }()
-	go func() { defer pumps.Done(); s.readLoop(stdout) }()
 	go func() {
-		pumps.Wait() // both pipes at EOF: the process is gone or closed them
+		s.pumpLogs(stderr) // until the process is gone or closed its stderr
 		s.exit = cmd.Wait()
 		close(s.exited)
 		s.failPending()
 		log.Info("worker exited", "status", fmt.Sprint(s.exit))
 	}()
 
-	start := time.NewTimer(cfg.StartTimeout)
-	defer start.Stop()
-	var hello ipc.Message
-	select {
-	case hello = <-s.hello:
-	case <-s.exited:
-		page.Close()
-		return nil, fmt.Errorf("%w: rlm-worker exited during start-up (%v); see the log for its output", ErrWorkerUnavailable, s.exit)
-	case <-start.C:
-		s.kill()
-		return nil, fmt.Errorf("%w: rlm-worker did not start within %v", ErrWorkerUnavailable, cfg.StartTimeout)
-	case <-ctx.Done():
-		s.kill()
-		return nil, fmt.Errorf("%w: %w", ErrCanceled, ctx.Err())
+	hello, err := s.readHello(ctx)
+	if err != nil {
+		return nil, err
 	}
 	if hello.Kind == ipc.KindError {
 		e, _ := hello.Body.(ipc.Error)
@@ -169,56 +167,6 @@ func (s *workerSandbox) pumpLogs(r io.Reader) {
 	_, _ = io.Copy(io.Discard, r)
 }
 
-// readLoop routes the worker's frames: the hello, output chunks to the
-// running Execute, replies to their callers.
-func (s *workerSandbox) readLoop(r io.Reader) {
-	rd := ipc.NewReader(r)
-	first := true
-	for {
-		m, err := rd.ReadMessage()
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return
-			}
-			s.cfg.Logger.Error("corrupt frame from worker; killing it", "err", err)
-			s.markDead(fmt.Errorf("%w: %w: %v", ErrDead, ErrProtocol, err))
-			_ = s.cmd.Process.Kill() // the reaper waits for this loop to end
-			_, _ = io.Copy(io.Discard, r)
-			return
-		}
-		if first {
-			first = false
-			s.hello <- m
-			continue
-		}
-		if m.Kind == ipc.KindBridgeCall {
-			go s.answerBridge(s.running.Load(), m.ID, m.Body.(ipc.BridgeCall))
-			continue
-		}
-		s.mu.Lock()
-		if m.Kind == ipc.KindOutput {
-			if o, ok := s.outputs[m.ID]; ok {
-				out := m.Body.(ipc.Output)
-				s.mu.Unlock()
-				if out.Stream == ipc.StreamStderr {
-					o.stderr.WriteString(out.Data)
-				} else {
-					o.stdout.WriteString(out.Data)
-				}
-				continue
-			}
-			s.mu.Unlock()
-			continue
-		}
-		ch, ok := s.pending[m.ID]
-		delete(s.pending, m.ID)
-		s.mu.Unlock()
-		if ok {
-			ch <- m
-		}
-	}
-}
-
 func (s *workerSandbox) failPending() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -228,12 +176,14 @@ func (s *workerSandbox) failPending() {
 	}
 }
 
-// kill ends the process (idempotent) and releases the page once reaped.
+// kill ends the process (idempotent) and releases the page and the
+// pipe once it is reaped.
 func (s *workerSandbox) kill() {
 	_ = s.cmd.Process.Kill()
 	_ = s.stdin.Close()
 	<-s.exited
 	s.page.Close()
+	s.stdout.Close()
 }
 
 func (s *workerSandbox) markDead(err error) {
@@ -332,16 +282,15 @@ func (s *workerSandbox) call(ctx context.Context, kind ipc.Kind, body any) (ipc.
 		// The worker reads while code runs only when asked to.
 		_ = s.cmd.Process.Signal(worker.AttentionSignal)
 	}
-	select {
-	case m, ok := <-ch:
-		if !ok {
-			return ipc.Message{}, s.deadErr()
-		}
-		return m, replyErr(m)
-	case <-ctx.Done():
+	m, ok, err := s.await(ctx, id, ch, nil)
+	if err != nil {
 		s.forget(id)
-		return ipc.Message{}, fmt.Errorf("%w: %w", ErrCanceled, ctx.Err())
+		return ipc.Message{}, fmt.Errorf("%w: %w", ErrCanceled, err)
 	}
+	if !ok {
+		return ipc.Message{}, s.deadErr()
+	}
+	return m, replyErr(m)
 }
 
 func replyErr(m ipc.Message) error {
@@ -518,7 +467,9 @@ func (s *workerSandbox) execute(ctx context.Context, code string, interactive bo
 	var m ipc.Message
 	got := false
 	if err == nil {
-		m, got = <-ch // closed if the worker dies
+		// No cancellation here: the run interrupts the code, and the
+		// worker replies (or is killed, and the frames end).
+		m, got, _ = s.await(nil, id, ch, streams)
 		s.forget(id)
 	}
 	s.running.Store(nil)
