@@ -34,7 +34,7 @@ prepare: pyodide build
 	bin/rlm-sandbox prepare
 
 # The tests of the wazero packages the patches touch, run in the patched copy.
-WAZERO_PATCH_TESTS := . ./internal/wasm/ ./internal/engine/wazevo/ ./internal/platform/ ./internal/integration_test/filecache/
+WAZERO_PATCH_TESTS := . ./internal/wasm/ ./internal/engine/wazevo/ ./internal/engine/wazevo/frontend/ ./internal/platform/ ./internal/integration_test/filecache/
 
 test: all
 	$(GO) test -count=1 -timeout 20m ./...

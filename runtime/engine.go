@@ -68,7 +68,7 @@ func compile(ctx context.Context, wasm, stdlib []byte, wasmHash, stdlibHash, cac
 		}
 	}
 
-	cfg := wazero.NewRuntimeConfigCompiler().WithCoreFeatures(features())
+	cfg, mode := boundsChecked(wazero.NewRuntimeConfigCompiler().WithCoreFeatures(features()))
 	id := wasmHash[:16]
 	var marker string
 	if cacheDir != "" {
@@ -76,14 +76,14 @@ func compile(ctx context.Context, wasm, stdlib []byte, wasmHash, stdlibHash, cac
 		if err := os.MkdirAll(dir, 0o755); err == nil {
 			if cache, err := wazero.NewCompilationCacheWithDir(dir); err == nil {
 				cfg = cfg.WithCompilationCache(cache)
-				marker = filepath.Join(dir, "compiled-"+id+wazeroBuild())
+				marker = filepath.Join(dir, "compiled-"+id+wazeroBuild()+mode)
 			}
 		}
 	}
 	cold := marker == ""
 	if marker != "" {
 		if _, err := os.Stat(marker); err != nil {
-			unlock, err := distCache(cacheDir).Lock(ctx, "compile-"+id+wazeroBuild())
+			unlock, err := distCache(cacheDir).Lock(ctx, "compile-"+id+wazeroBuild()+mode)
 			if err != nil {
 				return nil, err
 			}

@@ -13,9 +13,33 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tetratelabs/wazero/experimental"
 )
+
+// GuardedReservation is the address space a guarded memory reserves: every
+// address a wasm32 load or store can form from the memory's base (an
+// address up to 2^32-1, a static offset up to 2^32-1, 16 bytes of access),
+// rounded up to 64 KiB. It equals experimental.GuardedReservation of the
+// patched wazero (patches/wazero/0004), which refuses smaller reservations.
+const GuardedReservation = 1<<33 + 1<<16
+
+var guarded atomic.Bool
+
+// SetGuarded makes the memories allocated from now on guarded: each reserves
+// GuardedReservation bytes whatever its maximum, and only its current size
+// is accessible (committed exactly, not in steps), so that any access
+// outside it faults. Code compiled without bounds checks needs that. It
+// reports false, changing nothing, where that much address space cannot be
+// reserved.
+func SetGuarded() bool {
+	if !supported || !probe(GuardedReservation) {
+		return false
+	}
+	guarded.Store(true)
+	return true
+}
 
 // Allocator returns the allocator to pass to
 // experimental.WithMemoryAllocator, or nil where reservation is not

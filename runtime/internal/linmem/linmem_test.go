@@ -1,6 +1,9 @@
 package linmem
 
-import "testing"
+import (
+	"runtime/debug"
+	"testing"
+)
 
 func TestGrowKeepsAddressAndContents(t *testing.T) {
 	a := Allocator()
@@ -23,3 +26,41 @@ func TestGrowKeepsAddressAndContents(t *testing.T) {
 		t.Fatal("grew past the maximum")
 	}
 }
+
+// TestGuarded: a guarded memory reserves GuardedReservation bytes whatever
+// its maximum, keeps the maximum, and faults on any byte past its size
+// (Go code faults as wasm code would; SetPanicOnFault makes it a panic).
+func TestGuarded(t *testing.T) {
+	if !SetGuarded() {
+		t.Skip("no guarded reservation on this platform")
+	}
+	defer guarded.Store(false)
+	m := Allocator().Allocate(0, 2<<20).(*memory)
+	defer m.Free()
+	if m.Reservation() < GuardedReservation {
+		t.Fatalf("reservation %d", m.Reservation())
+	}
+	b := m.Reallocate(64 << 10)
+	b[len(b)-1] = 1
+	if m.Reallocate(2<<20+64<<10) != nil {
+		t.Fatal("grew past the maximum")
+	}
+	for _, off := range []int{64 << 10, 2<<20 - 1, 4 << 30, GuardedReservation - 1} {
+		if !faults(m.buf, off) {
+			t.Errorf("byte %#x past a 64 KiB memory did not fault", off)
+		}
+	}
+	m.Reallocate(128 << 10)
+	if faults(m.buf, 128<<10-1) || !faults(m.buf, 128<<10) {
+		t.Error("grown memory: wrong accessible end")
+	}
+}
+
+func faults(buf []byte, off int) (faulted bool) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() { faulted = recover() != nil }()
+	sink = buf[off]
+	return false
+}
+
+var sink byte

@@ -17,19 +17,40 @@ const supported = true
 // readable and writable.
 type memory struct {
 	buf       []byte // the whole reservation
+	limit     int    // the memory's maximum size
 	committed int
+	exact     bool // commit exactly the size asked for (guarded)
 }
 
 func allocate(capacity, max uint64) experimental.LinearMemory {
 	if max == 0 || max > 1<<32 {
 		max = 1 << 32
 	}
-	buf, err := unix.Mmap(-1, 0, int(max), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANON|unix.MAP_NORESERVE)
+	size, exact := int(max), guarded.Load()
+	if exact {
+		size = GuardedReservation
+	}
+	buf, err := unix.Mmap(-1, 0, size, unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANON|unix.MAP_NORESERVE)
 	if err != nil {
 		return nil
 	}
-	return &memory{buf: buf}
+	return &memory{buf: buf, limit: int(max), exact: exact}
 }
+
+// probe reports whether n bytes of address space can be reserved.
+func probe(n int) bool {
+	buf, err := unix.Mmap(-1, 0, n, unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANON|unix.MAP_NORESERVE)
+	if err != nil {
+		return false
+	}
+	_ = unix.Munmap(buf)
+	return true
+}
+
+// Reservation is the size of the reserved address space: the patched
+// wazero runs code without bounds checks only in a memory that reports
+// at least GuardedReservation (experimental.GuardedLinearMemory).
+func (m *memory) Reservation() uint64 { return uint64(len(m.buf)) }
 
 // commitStep rounds commits up, so that many small grows do not each
 // cost a system call.
@@ -37,11 +58,15 @@ const commitStep = 4 << 20
 
 // Reallocate implements experimental.LinearMemory.
 func (m *memory) Reallocate(size uint64) []byte {
-	if size > uint64(len(m.buf)) {
+	if size > uint64(m.limit) {
 		return nil
 	}
 	if n := int(size); n > m.committed {
-		want := min((n+commitStep-1)/commitStep*commitStep, len(m.buf))
+		step := commitStep
+		if m.exact { // wasm sizes are whole 64 KiB pages, a multiple of the system's
+			step = os.Getpagesize()
+		}
+		want := min((n+step-1)/step*step, m.limit)
 		if err := unix.Mprotect(m.buf[m.committed:want], unix.PROT_READ|unix.PROT_WRITE); err != nil {
 			return nil
 		}
