@@ -1,0 +1,116 @@
+package tests
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
+)
+
+// cpuRows are the string and interpreter work of issue 15's table (an RLM
+// agent's code over a 10 MB context), plus compiling a statement, the
+// fixed cost of every request.
+var cpuRows = []struct{ name, setup, op string }{
+	{"count", "", "context.count('needle')"},
+	{"find", "", "context.find('zzzzqqq')"},
+	{"findall_literal", "import re", "re.findall('needle', context)"},
+	{"findall_needle_digits", "import re", `re.findall(r'needle-\d+', context)`},
+	{"findall_words_2MB", "import re", `re.findall(r'\w+', context[:2_000_000])`},
+	{"split", "", "context.split()"},
+	{"lower", "", "context.lower()"},
+	{"set_of_slices", "", "{context[i:i+8] for i in range(0, 2_000_000, 3)}"},
+	{"sum_squares_3M", "", "sum(i*i for i in range(3_000_000))"},
+	{"json_200k", "import json\ndata = [{'id': i, 'name': f'item{i}', 'tags': ['a', 'b'], 'v': i / 7} for i in range(200_000)]",
+		"json.loads(json.dumps(data))"},
+	{"compile_1000", "", `for _ in range(1000): compile("x = x + 1", "<c>", "exec")`},
+}
+
+// cpuContext is a 10 MB ASCII text of generated words and numbers in lines
+// of 12-24 tokens (about 86k lines), with "needle-<n>" tokens here and there.
+func cpuContext() string {
+	r := rand.New(rand.NewPCG(1, 2))
+	word := func() string {
+		b := make([]byte, 2+r.IntN(8))
+		for i := range b {
+			b[i] = byte('a' + r.IntN(26))
+		}
+		return string(b)
+	}
+	words := make([]string, 5000)
+	for i := range words {
+		words[i] = word()
+	}
+	var sb strings.Builder
+	for sb.Len() < 10_000_000 {
+		n := 12 + r.IntN(13)
+		for i := 0; i < n; i++ {
+			if i > 0 {
+				sb.WriteByte(' ')
+			}
+			switch x := r.Float64(); {
+			case x < 0.15:
+				sb.WriteString(strconv.Itoa(r.IntN(100000)))
+			case x < 0.16:
+				sb.WriteString("needle-" + strconv.Itoa(r.IntN(1000)))
+			default:
+				sb.WriteString(words[r.IntN(len(words))])
+			}
+		}
+		sb.WriteByte('\n')
+	}
+	return sb.String()[:10_000_000]
+}
+
+// BenchmarkCPU runs each row in a worker sandbox (as agents do) and reports
+// the guest's own time per operation (guest-ms/op), measured in Python with
+// time.perf_counter, so that the request path does not count. Workers run
+// the guest without bounds checks (RATIONALE.md); RLM_SANDBOX_BOUNDS_CHECKS=1
+// in the environment keeps them, for comparison.
+func BenchmarkCPU(b *testing.B) {
+	text := cpuContext()
+	ctx := context.Background()
+	sb, err := supervisor.New(ctx, supervisor.Config{UseWorker: supervisor.WorkerAlways})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sb.Destroy()
+	if err := sb.Initialize(ctx, text); err != nil {
+		b.Fatal(err)
+	}
+	for _, row := range cpuRows {
+		b.Run(row.name, func(b *testing.B) {
+			if row.setup != "" {
+				benchExec(b, sb, row.setup)
+			}
+			benchExec(b, sb, "import time\n"+row.op) // warm
+			code := "_t = time.perf_counter()\n" + row.op + "\nprint(time.perf_counter() - _t)"
+			var guest time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				out := benchExec(b, sb, code)
+				s, err := strconv.ParseFloat(strings.TrimSpace(out), 64)
+				if err != nil {
+					b.Fatalf("output %q: %v", out, err)
+				}
+				guest += time.Duration(s * float64(time.Second))
+			}
+			b.ReportMetric(float64(guest)/float64(time.Millisecond)/float64(b.N), "guest-ms/op")
+		})
+	}
+}
+
+func benchExec(b *testing.B, sb supervisor.Sandbox, code string) string {
+	b.Helper()
+	ce, err := sb.Execute(context.Background(), code)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if ce.Error != "" {
+		b.Fatalf("%s: %s", code, ce.Error)
+	}
+	return ce.Stdout
+}
