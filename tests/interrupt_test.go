@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -150,5 +151,72 @@ while True:
 		if ce := exec(t, sb, "print(context)"); ce.Stdout != "again\n" {
 			t.Fatalf("after restart: %+v", ce)
 		}
+	})
+}
+
+// Cancels that follow each other as fast as the sandbox allows all take
+// effect: every execution returns ErrCanceled, the next one is not hit by
+// a stale interrupt, and the sandbox keeps its state. Half of them are Cancel once the code has printed (it is then
+// running), half a cancelled context, at any point of the execution,
+// before it starts included.
+func TestBackToBackCancels(t *testing.T) {
+	rounds := 1000
+	if testing.Short() {
+		rounds = 100
+	}
+	forEachMode(t, func(t *testing.T, m mode) {
+		w := newLineWaiter()
+		sb := newSandbox(t, m, supervisor.Config{OnStdout: w.onLine, GracePeriod: slowGrace}, "")
+		exec(t, sb, "counter = 1")
+		for i := range rounds {
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan result, 1)
+			go func() {
+				ce, err := sb.Execute(ctx, fmt.Sprintf("print('go %d')\nwhile True: pass", i))
+				done <- result{ce, err}
+			}()
+			if i%2 == 0 {
+				w.wait(t, fmt.Sprintf("go %d", i))
+				sb.Cancel()
+			} else {
+				time.Sleep(time.Duration(i%7) * 100 * time.Microsecond)
+				cancel()
+			}
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(time.Minute):
+				t.Fatalf("cancel %d was lost: the execution still runs", i)
+			}
+			cancel()
+			if !errors.Is(r.err, supervisor.ErrCanceled) {
+				t.Fatalf("cancel %d: err = %v, want ErrCanceled", i, r.err)
+			}
+			if r.ce != nil && r.ce.Error != "" && r.ce.ErrorType != "KeyboardInterrupt" {
+				t.Fatalf("cancel %d: %+v", i, r.ce)
+			}
+			// No interrupt is left over for the next execution.
+			if ce := exec(t, sb, "counter += 0"); ce.Error != "" {
+				t.Fatalf("after cancel %d: %+v", i, ce)
+			}
+		}
+		// Cancels racing with the end of short code: each execution
+		// either completes or is cancelled, and a cancel that came too
+		// late leaves nothing behind.
+		for i := range rounds {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(time.Duration(i%50)*5*time.Microsecond, cancel)
+			ce, err := sb.Execute(ctx, "y = 1")
+			if err != nil && !errors.Is(err, supervisor.ErrCanceled) {
+				t.Fatalf("late cancel %d: %v", i, err)
+			}
+			if err == nil && ce.Error != "" {
+				t.Fatalf("late cancel %d: %+v", i, ce)
+			}
+			if ce := exec(t, sb, "counter += 0"); ce.Error != "" {
+				t.Fatalf("after late cancel %d: %+v", i, ce)
+			}
+		}
+		checkUsable(t, sb)
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -206,6 +207,81 @@ func TestStreamingOrder(t *testing.T) {
 		if ce.Stdout != "one\nthree\nfour" || ce.Stderr != "two\n" {
 			t.Errorf("%+v", ce)
 		}
+
+		// Many writes to both streams, several batches of output in all,
+		// arrive in the order they were written.
+		mu.Lock()
+		events = nil
+		mu.Unlock()
+		ce = exec(t, sb, `import sys
+for i in range(300):
+    print('o%d' % i)
+    if i % 3 == 0:
+        print('e%d' % i, file=sys.stderr)
+    if i % 25 == 0:
+        print('x' * 30000)`)
+		var want []string
+		for i := range 300 {
+			want = append(want, fmt.Sprintf("out:o%d", i))
+			if i%3 == 0 {
+				want = append(want, fmt.Sprintf("err:e%d", i))
+			}
+			if i%25 == 0 {
+				want = append(want, "out:"+strings.Repeat("x", 30000))
+			}
+		}
+		mu.Lock()
+		got := events
+		mu.Unlock()
+		if !slices.Equal(got, want) {
+			t.Errorf("%d events, want %d; first difference at %d", len(got), len(want), firstDiff(got, want))
+		}
+		if ce.Error != "" || !ce.Truncated {
+			t.Errorf("%+v", ce)
+		}
+	})
+}
+
+// firstDiff is the index of the first element where a and b differ.
+func firstDiff(a, b []string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// Output reaches the callbacks while the code runs, with nothing but time
+// to push it: the code below ends only when the host, having seen both
+// lines, cancels it.
+func TestOutputIsLive(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		var sb supervisor.Sandbox
+		var mu sync.Mutex
+		seen := map[string]bool{}
+		see := func(l string) {
+			mu.Lock()
+			defer mu.Unlock()
+			seen[l] = true
+			if seen["to stdout"] && seen["to stderr"] {
+				sb.Cancel()
+			}
+		}
+		sb = newSandbox(t, m, supervisor.Config{OnStdout: see, OnStderr: see}, "")
+		done := make(chan result, 1)
+		go func() {
+			ce, err := sb.Execute(context.Background(), "import sys\nprint('to stdout')\nprint('to stderr', file=sys.stderr)\nwhile True: pass")
+			done <- result{ce, err}
+		}()
+		select {
+		case r := <-done:
+			if !errors.Is(r.err, supervisor.ErrCanceled) || r.ce.Stdout != "to stdout\n" || r.ce.Stderr != "to stderr\n" {
+				t.Fatalf("%v %+v", r.err, r.ce)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("the output did not reach the callbacks while the code ran")
+		}
 	})
 }
 
@@ -225,6 +301,14 @@ func TestTruncation(t *testing.T) {
 		ce = exec(t, sb, "print('x' * 99)")
 		if ce.Stdout != strings.Repeat("x", 99)+"\n" || ce.Truncated {
 			t.Fatalf("output of exactly the limit: %+v", ce)
+		}
+		// Output cut into batches and frames (one write of 1.8 MB, over
+		// the 1 MiB frame cap, and many small ones) is counted to the
+		// character, multibyte characters included.
+		ce = exec(t, sb, "print('€' * 600000, end='')\nfor i in range(20000): print('é' * 9 + 'ü', end='')")
+		wantOut = strings.Repeat("€", 50) + "\n[... 799900 characters omitted ...]\n" + strings.Repeat(strings.Repeat("é", 9)+"ü", 5)
+		if ce.Stdout != wantOut || !ce.Truncated {
+			t.Fatalf("large output: kept %q", ce.Stdout)
 		}
 	})
 }
