@@ -56,9 +56,13 @@ func (s *workerSandbox) await(ctx context.Context, id uint64, ch chan ipc.Messag
 	if ctx != nil {
 		done = ctx.Done()
 	}
+	told := false // the reading was free
 	for {
 		select {
 		case m, ok := <-ch:
+			if told {
+				s.passTurn() // to another caller waiting for its reply
+			}
 			return m, ok, nil
 		default:
 		}
@@ -67,10 +71,12 @@ func (s *workerSandbox) await(ctx context.Context, id uint64, ch chan ipc.Messag
 			s.stopReading()
 			return m, ok, err
 		}
+		told = false
 		select {
 		case m, ok := <-ch:
 			return m, ok, nil
 		case <-s.turn:
+			told = true
 		case <-done:
 			return ipc.Message{}, false, ctx.Err()
 		}
@@ -91,6 +97,12 @@ func (s *workerSandbox) stopReading() {
 	s.mu.Lock()
 	s.reading = false
 	s.mu.Unlock()
+	s.passTurn()
+}
+
+// passTurn tells a caller waiting for the reading that it is free: a
+// caller that was told so but needs it no more passes it on.
+func (s *workerSandbox) passTurn() {
 	select {
 	case s.turn <- struct{}{}:
 	default:

@@ -403,9 +403,36 @@ func TestStatsWhileRunning(t *testing.T) {
 		if err != nil || st.LinearMemoryBytes == 0 || st.Worker != (m.name == "worker") {
 			t.Fatalf("%v %+v", err, st)
 		}
+		concurrentStats(t, sb)
 		sb.Cancel()
 		if err := <-done; !errors.Is(err, supervisor.ErrCanceled) {
 			t.Fatalf("err %v", err)
 		}
+		concurrentStats(t, sb) // and while nothing runs
 	})
+}
+
+// concurrentStats asks for Stats from several goroutines at once: each
+// gets its answer (in worker mode, the callers take turns reading them).
+func concurrentStats(t *testing.T, sb supervisor.Sandbox) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 100 {
+				if _, err := sb.Stats(context.Background()); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
 }

@@ -13,45 +13,132 @@ import (
 var errSupervisorGone = errors.New("the supervisor is gone")
 
 // bridge is the interpreter's runtime.BridgeFunc: it asks the supervisor,
-// which runs the host callback, and waits for the answer.
+// which runs the host callback, and waits for the answer, reading the
+// input itself when no other goroutine does (see read.go).
 func (s *server) bridge(ctx context.Context, method string, args []any) (any, error) {
 	wire := make([]any, len(args))
 	for i, a := range args {
 		wire[i] = convert.ToIPC(a)
 	}
-	s.handOff() // the reply must be read while the code waits for it
 	ch := make(chan ipc.Message, 1)
 	s.mu.Lock()
 	s.nextBridge++
 	id := s.nextBridge
 	s.bridges[id] = ch
 	s.mu.Unlock()
-	forget := func() {
-		s.mu.Lock()
-		delete(s.bridges, id)
-		s.mu.Unlock()
-	}
 	if err := s.out.send(ipc.KindBridgeCall, id, ipc.BridgeCall{Method: method, Args: wire}); err != nil {
-		forget()
+		s.takeBridge(id)
 		return nil, fmt.Errorf("send %s call: %w", method, err)
 	}
-	select {
-	case m := <-ch:
-		switch b := m.Body.(type) {
-		case ipc.BridgeReply:
-			if b.Error != "" {
-				return nil, errors.New(b.Error)
-			}
-			return convert.FromIPC(b.Result), nil
-		case ipc.Error:
-			return nil, fmt.Errorf("the supervisor could not answer %s: %s", method, b.Message)
-		}
-		return nil, fmt.Errorf("unexpected %v in reply to %s", m.Kind, method)
-	case <-ctx.Done():
-		forget()
-		return nil, ctx.Err()
-	case <-s.gone:
-		forget()
-		return nil, errSupervisorGone
+	m, err := s.await(ctx, id, ch)
+	if err != nil {
+		s.takeBridge(id)
+		return nil, err
 	}
+	switch b := m.Body.(type) {
+	case ipc.BridgeReply:
+		if b.Error != "" {
+			return nil, errors.New(b.Error)
+		}
+		return convert.FromIPC(b.Result), nil
+	case ipc.Error:
+		return nil, fmt.Errorf("the supervisor could not answer %s: %s", method, b.Message)
+	}
+	return nil, fmt.Errorf("unexpected %v in reply to %s", m.Kind, method)
+}
+
+// await returns the answer to the bridge call id, which another reader
+// sends on ch, or which it reads itself when it can take the reading.
+func (s *server) await(ctx context.Context, id uint64, ch chan ipc.Message) (ipc.Message, error) {
+	told := false // the reading was free
+	for {
+		select {
+		case m := <-ch:
+			if told {
+				s.passTurn() // to another call waiting for its answer
+			}
+			return m, nil
+		default:
+		}
+		if s.takeReading() {
+			return s.readFor(id, ch)
+		}
+		told = false
+		select {
+		case m := <-ch:
+			return m, nil
+		case <-s.turn:
+			told = true
+		case <-ctx.Done():
+			return ipc.Message{}, ctx.Err()
+		case <-s.gone:
+			return ipc.Message{}, errSupervisorGone
+		}
+	}
+}
+
+// readFor reads frames, holding the reading, until the answer to the
+// bridge call id, and on until no other call waits for one: the calls of
+// a batch are answered by one reader (the interpreter waits for all of
+// them anyway), not each by the next. It cannot be abandoned while it
+// waits in a read: a call whose execution was interrupted meanwhile reads
+// on until a frame comes, its own late answer (then it gives the reading
+// up) or the next request (which a new loop serves, with the reading).
+func (s *server) readFor(id uint64, ch chan ipc.Message) (ipc.Message, error) {
+	var own ipc.Message
+	got := false
+	select {
+	case own = <-ch: // sent before this call took the reading
+		got = true
+	default:
+	}
+	for !got || s.waiting() {
+		m, err := s.rd.ReadMessage()
+		if !got && err == nil && (m.Kind == ipc.KindBridgeReply || m.Kind == ipc.KindError) && m.ID == id {
+			s.takeBridge(id)
+			own, got = m, true
+			continue
+		}
+		if s.dispatch(m, err) {
+			continue
+		}
+		if fatal(m, err) {
+			// The request loop finds the same error and ends Serve.
+			s.inputEnded()
+			s.leaveReading()
+			if got {
+				return own, nil
+			}
+			return ipc.Message{}, errSupervisorGone
+		}
+		// A request: the execution that made this call is over.
+		go func() {
+			if s.serve(m, err) {
+				s.loop(true)
+			}
+		}()
+		if got {
+			return own, nil
+		}
+		return ipc.Message{}, errSupervisorGone
+	}
+	s.leaveReading()
+	return own, nil
+}
+
+// waiting reports whether a bridge call waits for its answer.
+func (s *server) waiting() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.bridges) > 0
+}
+
+// takeBridge removes and returns the channel of the bridge call id waits
+// on, or nil when no call waits for it.
+func (s *server) takeBridge(id uint64) chan ipc.Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := s.bridges[id]
+	delete(s.bridges, id)
+	return ch
 }

@@ -11,7 +11,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -37,9 +36,9 @@ type Options struct {
 
 // Serve boots an interpreter, sends the hello, and answers requests read
 // from in until in ends or a Shutdown arrives. Requests are served one at a
-// time, in order; while one is served, frames are read once its code makes
-// a bridge call (whose answer must arrive) or Attention says so (a Stats
-// request is waiting).
+// time, in order; while one is served, frames are read by its code's
+// bridge calls waiting for their answers, or once Attention says so (a
+// Stats request is waiting); see loop.
 func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error {
 	log := opts.Log
 	if log == nil {
@@ -47,7 +46,8 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 	}
 	w := ipc.NewWriter(out)
 	s := &server{ctx: ctx, w: w, out: &outbox{w: w}, log: log, rd: ipc.NewReader(in), poll: newPoller(in, opts.IdleSpin),
-		bridges: map[uint64]chan ipc.Message{}, gone: make(chan struct{}), quit: make(chan struct{}), done: make(chan error, 1)}
+		bridges: map[uint64]chan ipc.Message{}, turn: make(chan struct{}, 1), gone: make(chan struct{}),
+		quit: make(chan struct{}), done: make(chan error, 1)}
 	rcfg := opts.Runtime
 	rcfg.Bridge = s.bridge
 	interp, err := runtime.New(ctx, rcfg)
@@ -76,13 +76,14 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 			for {
 				select {
 				case <-opts.Attention:
-					s.handOff()
+					s.readWhileServing()
 				case <-s.quit:
 					return
 				}
 			}
 		}()
 	}
+	s.reading = true
 	go s.loop(false)
 	err = <-s.done
 	close(s.quit)
@@ -96,119 +97,12 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 // Hello when Pyodide cannot be loaded (runtime.ErrDistribution).
 const CodeDistribution = "distribution"
 
-// States of the reading while a request is served.
-const (
-	stateIdle      = iota // the loop reads
-	stateServing          // the loop serves a request; nobody reads
-	stateHandedOff        // another loop reads
-)
-
-// loop reads frames and serves the requests among them itself, so that a
-// request costs no hand-off between goroutines. Nobody reads while it
-// serves, unless the code makes a bridge call or Attention fires: then
-// handOff starts another loop, which reads on (bridge replies, Ping and
-// Stats are dealt with at once) and serves the requests that follow, and
-// this one ends with its request. Anything that wakes a thread while code
-// runs slows the code (a timer per request to start a reader after a
-// while cost 10 µs of the 130 µs of a short Execute, and 100 µs of its
-// 99th percentile), so short requests, the common case, run alone.
-// Requests are served one at a time and in order: one loop reads at a
-// time, and it takes s.serving before serving.
-//
-// warm says the loop has just served a request: it polls for the next one
-// (see poller) before it blocks.
-func (s *server) loop(warm bool) {
-	for {
-		if warm && s.rd.Buffered() == 0 {
-			s.poll.wait()
-		}
-		warm = false
-		m, err := s.rd.ReadMessage()
-		if err == nil && (m.Kind == ipc.KindPing || m.Kind == ipc.KindStats) {
-			s.answerNow(m)
-			continue
-		}
-		if err == nil && (m.Kind == ipc.KindBridgeReply || m.Kind == ipc.KindError) {
-			if ch := s.takeBridge(m.ID); ch != nil {
-				ch <- m
-				continue
-			}
-			if m.Kind == ipc.KindBridgeReply {
-				continue // the answer to a call abandoned on an interrupt
-			}
-		}
-		if err != nil && m.ID == 0 && m.Kind == 0 {
-			// The input ended, or is unusable: fail the bridge calls
-			// waiting for answers, and end once the request in progress
-			// has.
-			close(s.gone)
-			s.serving.Lock()
-			if errors.Is(err, io.EOF) {
-				s.finish(nil)
-			} else {
-				s.finish(fmt.Errorf("worker: read request: %w", err))
-			}
-			s.serving.Unlock()
-			return
-		}
-		s.serving.Lock()
-		select {
-		case <-s.quit:
-			s.serving.Unlock()
-			return
-		default:
-		}
-		if err != nil {
-			// A bad body of a known frame: answer it, keep serving.
-			_ = s.w.WriteMessage(ipc.KindError, m.ID, ipc.Error{Code: codeOf(err), Message: err.Error()})
-			s.serving.Unlock()
-			continue
-		}
-		if m.Kind == ipc.KindShutdown {
-			s.finish(nil)
-			s.serving.Unlock()
-			return
-		}
-		s.state.Store(stateServing)
-		err = s.handle(m)
-		handedOff := !s.state.CompareAndSwap(stateServing, stateIdle)
-		s.state.Store(stateIdle)
-		s.serving.Unlock()
-		if err != nil {
-			s.finish(err)
-			return
-		}
-		if handedOff {
-			return
-		}
-		warm = true
-	}
-}
-
-// handOff starts another loop to read while a request is served (once per
-// request).
-func (s *server) handOff() {
-	if s.state.CompareAndSwap(stateServing, stateHandedOff) {
-		go s.loop(false)
-	}
-}
-
 // finish ends Serve with err (the first call counts).
 func (s *server) finish(err error) {
 	select {
 	case s.done <- err:
 	default:
 	}
-}
-
-// takeBridge removes and returns the channel of the bridge call id waits
-// on, or nil when no call waits for it.
-func (s *server) takeBridge(id uint64) chan ipc.Message {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ch := s.bridges[id]
-	delete(s.bridges, id)
-	return ch
 }
 
 func codeOf(err error) string {
@@ -224,22 +118,25 @@ type server struct {
 	w      *ipc.Writer
 	out    *outbox // the frames of the Execute being served
 	log    *slog.Logger
-	rd     *ipc.Reader // read by one loop at a time
+	rd     *ipc.Reader // read by the holder of the reading (see loop)
 	poll   poller
 	start  time.Time
 	// serving is held while a request is served.
 	serving sync.Mutex
-	state   atomic.Int32 // stateIdle, stateServing or stateHandedOff
-	stage   []byte       // what Stage frames carried so far
+	stage   []byte // what Stage frames carried so far
 	// stageErr is why the staged value cannot be used.
 	stageErr error
 
 	mu         sync.Mutex
+	reading    bool // a goroutine holds the reading
+	busy       bool // a request is being served
 	nextBridge uint64
 	bridges    map[uint64]chan ipc.Message // bridge calls waiting for their reply
-	gone       chan struct{}               // closed when the input ends
-	quit       chan struct{}               // closed when Serve returns
-	done       chan error                  // receives the error Serve returns
+	turn       chan struct{}               // signalled when the reading is left free
+	goneOnce   sync.Once
+	gone       chan struct{} // closed when the input ends
+	quit       chan struct{} // closed when Serve returns
+	done       chan error    // receives the error Serve returns
 }
 
 // answerNow answers a Ping or Stats from the reading goroutine, without
