@@ -90,6 +90,9 @@ func newWorker(ctx context.Context, cfg Config) (*workerSandbox, error) {
 		page.Close()
 		return nil, fmt.Errorf("%w: %v", ErrWorkerUnavailable, err)
 	}
+	if f, ok := stdin.(*os.File); ok {
+		enlargePipe(f) // large contexts cross in 1 MiB Stage frames
+	}
 	// Not StdoutPipe: Wait would close the read end when the process
 	// exits, possibly before its last frames are read.
 	stdout, stdoutW, err := os.Pipe()

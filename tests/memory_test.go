@@ -144,3 +144,26 @@ func BenchmarkWorkerMemory(b *testing.B) {
 		})
 	}
 }
+
+// TestWorkerPeakMemoryLargeContext: a 100 MB context costs a worker about
+// three times its size at the peak (the staging buffer, the str in the
+// guest, and bounded garbage), not the seven it cost when every Stage
+// frame stayed on the heap until a collection.
+func TestWorkerPeakMemoryLargeContext(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves 100 MB")
+	}
+	sb := idleWorker(t)
+	const size = 100 << 20
+	if err := sb.Initialize(context.Background(), strings.Repeat("0123456789abcdef", size/16)); err != nil {
+		t.Fatal(err)
+	}
+	m := workerMemory(t, sb)
+	t.Logf("peak RSS %.0f MiB", mib(m.HWM))
+	if limit := uint64(4 * size); m.HWM > limit {
+		t.Errorf("worker peak RSS %.0f MiB for a %d MiB context (limit %d MiB)", mib(m.HWM), size>>20, limit>>20)
+	}
+	if ce := exec(t, sb, "print(len(context), context[-16:])"); ce.Stdout != fmt.Sprintf("%d 0123456789abcdef\n", size) {
+		t.Errorf("stdout %q", ce.Stdout)
+	}
+}

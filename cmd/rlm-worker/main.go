@@ -50,11 +50,15 @@ func run(args []string) int {
 		return 2
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	// The Go heap of a worker is mostly the compiled module, allocated at
-	// start and kept (the guest's memory is mapped apart): collect less
-	// often than the default, unless GOGC says otherwise.
+	// Start-up allocates what the worker keeps (wazero's view of the
+	// module; the guest's memory is mapped apart): collect less often
+	// while it runs, and as usual once the worker is ready, unless GOGC
+	// says otherwise. (Staged values get a memory limit: see
+	// internal/worker/memory.go.)
+	ready := func() {}
 	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(400)
+		old := debug.SetGCPercent(400)
+		ready = func() { debug.SetGCPercent(old) }
 	}
 	signal.Ignore(os.Interrupt)
 	// A worker hosts one sandbox, which may die with it: the guest runs
@@ -87,7 +91,7 @@ func run(args []string) int {
 	if *pyodide != "" {
 		cfg.Distribution = runtime.Dir(*pyodide)
 	}
-	err = worker.Serve(context.Background(), os.Stdin, proto, worker.Options{Runtime: cfg, Log: log, Attention: attention})
+	err = worker.Serve(context.Background(), os.Stdin, proto, worker.Options{Runtime: cfg, Log: log, Attention: attention, Ready: ready})
 	if err != nil {
 		log.Error("worker stopped", "err", err)
 		return 1

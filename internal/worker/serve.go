@@ -32,6 +32,8 @@ type Options struct {
 	// signal.Notify): while a request is served, nothing reads the input
 	// unless the code makes a bridge call, or until this says to.
 	Attention <-chan os.Signal
+	// Ready, when set, is called once the hello is sent.
+	Ready func()
 }
 
 // Serve boots an interpreter, sends the hello, and answers requests read
@@ -70,6 +72,9 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 		PID:             os.Getpid(),
 	}); err != nil {
 		return fmt.Errorf("worker: send hello: %w", err)
+	}
+	if opts.Ready != nil {
+		opts.Ready()
 	}
 	if opts.Attention != nil {
 		go func() {
@@ -181,6 +186,7 @@ func (s *server) handle(m ipc.Message) error {
 	switch b := m.Body.(type) {
 	case ipc.Stage:
 		if s.stage == nil && b.Size > int64(len(b.Data)) && b.Size <= maxStage {
+			limitForStage(b.Size)
 			s.stage = make([]byte, 0, b.Size)
 		}
 		if s.stageErr == nil && int64(len(s.stage))+int64(len(b.Data)) > maxStage {
@@ -191,7 +197,8 @@ func (s *server) handle(m ipc.Message) error {
 		}
 		return nil
 	case ipc.Initialize:
-		v, err := s.value(b.Context, b.Staged)
+		v, release, err := s.value(b.Context, b.Staged)
+		defer release() // after the reply
 		if err != nil {
 			return reply(ipc.KindError, ipc.Error{Code: ipc.CodeMalformed, Message: err.Error()})
 		}
@@ -214,7 +221,8 @@ func (s *server) handle(m ipc.Message) error {
 		}
 		return reply(ipc.KindGetVariableReply, ipc.GetVariableReply{Found: found, Value: convert.ToIPC(v)})
 	case ipc.SetVariable:
-		v, err := s.value(b.Value, b.Staged)
+		v, release, err := s.value(b.Value, b.Staged)
+		defer release() // after the reply
 		if err != nil {
 			return reply(ipc.KindError, ipc.Error{Code: ipc.CodeMalformed, Message: err.Error()})
 		}
@@ -231,9 +239,20 @@ const maxStage = 4 << 30
 
 // value is the Go value of an Initialize or SetVariable: the message's
 // own, or the one the Stage frames before it carried (consuming them).
-func (s *server) value(v any, staged string) (any, error) {
+//
+// release is to be called once the value is in the interpreter.
+func (s *server) value(v any, staged string) (val any, release func(), err error) {
 	stage, stageErr := s.stage, s.stageErr
 	s.stage, s.stageErr = nil, nil
+	release = func() {}
+	if n := cap(stage); n > 0 {
+		release = func() { stageDone(n) } // not holding the buffer
+	}
+	val, err = s.stagedValue(v, staged, stage, stageErr)
+	return val, release, err
+}
+
+func (s *server) stagedValue(v any, staged string, stage []byte, stageErr error) (any, error) {
 	if stageErr != nil && staged != "" {
 		return nil, stageErr
 	}
