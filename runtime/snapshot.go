@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/distload"
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/emscripten"
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/linmem"
 	"github.com/tetratelabs/wazero/api"
@@ -308,25 +309,7 @@ func (e *engine) writeSnapshot(meta snapshotMeta, mem []byte) error {
 	copy(head, snapshotMagic)
 	binary.LittleEndian.PutUint32(head[8:], uint32(len(hdr)))
 	copy(head[12:], hdr)
-	tmp, err := os.CreateTemp(dir, ".boot-*.tmp")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(head)
-	if err == nil {
-		_, err = tmp.Write(mem)
-	}
-	if err == nil {
-		err = tmp.Chmod(0o644)
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
+	if err := distload.WriteAtomic(path, head, mem); err != nil {
 		return err
 	}
 	pruneSnapshots(dir, path)
@@ -357,7 +340,7 @@ func pruneSnapshots(dir, keep string) {
 		name := de.Name()
 		p := filepath.Join(dir, name)
 		if info, err := de.Info(); err == nil {
-			if strings.HasPrefix(name, ".boot-") && time.Since(info.ModTime()) > time.Hour {
+			if strings.HasPrefix(name, ".boot-") && strings.HasSuffix(name, ".tmp") && time.Since(info.ModTime()) > time.Hour {
 				_ = os.Remove(p) // left by a process that died writing it
 			}
 			if strings.HasPrefix(name, "boot-") && p != keep {

@@ -72,7 +72,7 @@ func (c *Cache) Get(hex string) ([]byte, bool) {
 		_ = os.Remove(p + ".crc")
 		return nil, false
 	}
-	_ = writeAtomic(p+".crc", []byte(crcLine(b)))
+	_ = WriteAtomic(p+".crc", []byte(crcLine(b)))
 	return b, true
 }
 
@@ -158,10 +158,10 @@ func (c *Cache) Put(b []byte) (string, error) {
 		if _, err := os.Stat(p + ".crc"); err == nil {
 			return h, nil
 		}
-	} else if err := writeAtomic(p, b); err != nil {
+	} else if err := WriteAtomic(p, b); err != nil {
 		return h, err
 	}
-	return h, writeAtomic(p+".crc", []byte(crcLine(b)))
+	return h, WriteAtomic(p+".crc", []byte(crcLine(b)))
 }
 
 // Ref returns the hex hash recorded for key.
@@ -185,7 +185,7 @@ func (c *Cache) SetRef(key, hex string) error {
 	if !keyRe.MatchString(key) || !hexRe.MatchString(hex) {
 		return fmt.Errorf("distload: bad cache ref %q -> %q", key, hex)
 	}
-	return writeAtomic(filepath.Join(c.dir, "refs", key), []byte(hex+"\n"))
+	return WriteAtomic(filepath.Join(c.dir, "refs", key), []byte(hex+"\n"))
 }
 
 // Derive returns what compute makes of in, recorded under kind and the
@@ -308,9 +308,10 @@ func (c *Cache) Lock(ctx context.Context, key string) (unlock func(), err error)
 	}
 }
 
-// writeAtomic writes b to path through a temporary file in the same
-// directory and a rename, so readers see the whole file or none.
-func writeAtomic(path string, b []byte) error {
+// WriteAtomic writes the concatenation of parts to path through a
+// temporary file in the same directory and a rename, so readers see the
+// whole file or none.
+func WriteAtomic(path string, parts ...[]byte) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -319,7 +320,11 @@ func writeAtomic(path string, b []byte) error {
 	if err != nil {
 		return err
 	}
-	_, err = tmp.Write(b)
+	for _, b := range parts {
+		if err == nil {
+			_, err = tmp.Write(b)
+		}
+	}
 	if err == nil {
 		err = tmp.Chmod(0o644)
 	}
