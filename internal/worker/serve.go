@@ -129,6 +129,8 @@ type server struct {
 	// serving is held while a request is served.
 	serving sync.Mutex
 	stage   []byte // what Stage frames carried so far
+	// stageFree releases stage's memory, mapped apart (memory.go).
+	stageFree func()
 	// stageErr is why the staged value cannot be used.
 	stageErr error
 
@@ -185,14 +187,16 @@ func (s *server) handle(m ipc.Message) error {
 	}
 	switch b := m.Body.(type) {
 	case ipc.Stage:
-		if s.stage == nil && b.Size > int64(len(b.Data)) && b.Size <= maxStage {
-			limitForStage(b.Size)
-			s.stage = make([]byte, 0, b.Size)
+		if s.stage == nil && s.stageErr == nil && b.Size > int64(len(b.Data)) && b.Size <= maxStage {
+			s.stage, s.stageFree = stageBuffer(b.Size)
 		}
-		if s.stageErr == nil && int64(len(s.stage))+int64(len(b.Data)) > maxStage {
-			s.stage, s.stageErr = nil, fmt.Errorf("the value is larger than %d GiB", maxStage>>30)
-		}
-		if s.stageErr == nil {
+		switch {
+		case s.stageErr != nil:
+		case int64(len(s.stage))+int64(len(b.Data)) > maxStage:
+			s.dropStage(fmt.Errorf("the value is larger than %d GiB", maxStage>>30))
+		case s.stageFree != nil && len(s.stage)+len(b.Data) > cap(s.stage):
+			s.dropStage(fmt.Errorf("the value is larger than the %d bytes announced", cap(s.stage)))
+		default:
 			s.stage = append(s.stage, b.Data...)
 		}
 		return nil
@@ -234,6 +238,14 @@ func (s *server) handle(m ipc.Message) error {
 	return reply(ipc.KindError, ipc.Error{Code: ipc.CodeUnexpected, Message: fmt.Sprintf("the worker does not accept %v requests", m.Kind)})
 }
 
+// dropStage abandons the value being staged, for err.
+func (s *server) dropStage(err error) {
+	if s.stageFree != nil {
+		s.stageFree()
+	}
+	s.stage, s.stageFree, s.stageErr = nil, nil, err
+}
+
 // maxStage bounds a staged value: the guest's memory is at most 4 GiB.
 const maxStage = 4 << 30
 
@@ -243,10 +255,10 @@ const maxStage = 4 << 30
 // release is to be called once the value is in the interpreter.
 func (s *server) value(v any, staged string) (val any, release func(), err error) {
 	stage, stageErr := s.stage, s.stageErr
-	s.stage, s.stageErr = nil, nil
-	release = func() {}
-	if n := cap(stage); n > 0 {
-		release = func() { stageDone(n) } // not holding the buffer
+	release = s.stageFree
+	s.stage, s.stageErr, s.stageFree = nil, nil, nil
+	if release == nil {
+		release = func() {}
 	}
 	val, err = s.stagedValue(v, staged, stage, stageErr)
 	return val, release, err

@@ -34,6 +34,11 @@ func allocate(capacity, max uint64) experimental.LinearMemory {
 	if err != nil {
 		return nil
 	}
+	// Where transparent huge pages are "madvise", ask for them: a large
+	// context fills hundreds of megabytes of fresh memory, and faulting
+	// it in 2 MiB pages instead of 4 KiB ones is several times cheaper.
+	// (Pages mapped from a boot snapshot stay small.)
+	_ = unix.Madvise(buf, unix.MADV_HUGEPAGE)
 	return &memory{buf: buf, limit: int(max), exact: exact}
 }
 
