@@ -96,8 +96,9 @@ const (
 	StreamStderr = "stderr"
 )
 
-// Output (W→S) is a chunk of output printed by a running Execute, sent as
-// it is produced. Its ID is the Execute's ID.
+// Output (W→S) is a chunk of output printed by a running Execute: writes
+// to one stream, sent in batches while the code runs (see the package
+// documentation). Its ID is the Execute's ID.
 type Output struct {
 	Stream string `msgpack:"stream"` // StreamStdout or StreamStderr
 	Data   string `msgpack:"data"`
