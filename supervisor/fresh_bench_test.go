@@ -1,0 +1,71 @@
+package supervisor_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// BenchmarkFreshSandbox: what the first exception and the first cancel of
+// a sandbox cost (each iteration starts a new one, untimed): the
+// traceback machinery is warm from boot, through the boot snapshot.
+func BenchmarkFreshSandbox(b *testing.B) {
+	ctx := context.Background()
+	for _, m := range benchModes {
+		b.Run("first-exception/"+m.name, func(b *testing.B) {
+			cfg := benchConfig(b, m.mode)
+			var lat latencies
+			for b.Loop() {
+				b.StopTimer()
+				sb := readySandbox(b, cfg)
+				b.StartTimer()
+				t0 := time.Now()
+				ce, err := sb.Execute(ctx, "1/0")
+				lat.add(time.Since(t0))
+				if err != nil || ce.ErrorType != "ZeroDivisionError" {
+					b.Fatalf("%v %+v", err, ce)
+				}
+				b.StopTimer()
+				sb.Destroy()
+				b.StartTimer()
+			}
+			lat.report(b)
+		})
+		b.Run("first-cancel/"+m.name, func(b *testing.B) {
+			started := make(chan struct{}, 1)
+			cfg := benchConfig(b, m.mode)
+			cfg.OnStdout = func(l string) {
+				if strings.HasPrefix(l, "go") {
+					select {
+					case started <- struct{}{}:
+					default:
+					}
+				}
+			}
+			var lat latencies
+			for b.Loop() {
+				b.StopTimer()
+				sb := readySandbox(b, cfg)
+				b.StartTimer()
+				done := make(chan time.Time, 1)
+				var err error
+				go func() {
+					_, err = sb.Execute(ctx, "print('go', flush=True)\nwhile True: pass")
+					done <- time.Now()
+				}()
+				<-started
+				t0 := time.Now()
+				sb.Cancel()
+				lat.add((<-done).Sub(t0))
+				if err == nil {
+					b.Fatal("the cancelled execution returned no error")
+				}
+				b.StopTimer()
+				sb.Destroy()
+				b.StartTimer()
+			}
+			lat.report(b)
+		})
+	}
+}
