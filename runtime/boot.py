@@ -76,8 +76,23 @@ def _rlm_boot():
 
     def tb_text(e):
         import linecache, traceback
-        for name, src in sources.items():
-            linecache.cache[name] = (len(src), None, src.splitlines(True), name)
+        # The source of the cells this traceback shows (and of the
+        # exceptions chained to it), not of every cell run so far.
+        seen, todo = set(), [e]
+        while todo:
+            x = todo.pop()
+            if x is None or id(x) in seen:
+                continue
+            seen.add(id(x))
+            t = x.__traceback__
+            while t is not None:
+                name = t.tb_frame.f_code.co_filename
+                src = sources.get(name)
+                if src is not None and name not in linecache.cache:
+                    linecache.cache[name] = (len(src), None, src.splitlines(True), name)
+                t = t.tb_next
+            todo.append(x.__cause__)
+            todo.append(x.__context__)
         tb = e.__traceback__
         skip = {run.__code__, execute.__code__}
         if "ast" in sys.modules:

@@ -158,3 +158,24 @@ func TestLargeContextGuestMemory(t *testing.T) {
 		t.Errorf("stdout %q", out)
 	}
 }
+
+// TestTracebackShowsEarlierCells: a traceback through code defined in an
+// earlier execution shows that cell's source lines, also after many
+// executions.
+func TestTracebackShowsEarlierCells(t *testing.T) {
+	in := newInterp(t, runtime.Config{})
+	run(t, in, "def boom():\n    raise ValueError('from the first cell')")
+	for range 50 {
+		run(t, in, "x = 1")
+	}
+	res, err := in.Exec(context.Background(), "try:\n    boom()\nexcept ValueError as e:\n    raise KeyError('k') from e", runtime.Output{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := res.Error.Traceback
+	for _, want := range []string{"raise ValueError('from the first cell')", "boom()", "raise KeyError('k') from e", `File "<cell-1>"`} {
+		if !strings.Contains(tb, want) {
+			t.Errorf("traceback lacks %q:\n%s", want, tb)
+		}
+	}
+}
