@@ -70,20 +70,21 @@ func compile(ctx context.Context, wasm, stdlib []byte, wasmHash, stdlibHash, cac
 
 	cfg, mode := boundsChecked(wazero.NewRuntimeConfigCompiler().WithCoreFeatures(features()))
 	id := wasmHash[:16]
+	flavor := id + wazeroBuild() + mode // of the compiled code, for its marker and lock
 	var marker string
 	if cacheDir != "" {
 		dir := filepath.Join(cacheDir, "wazero")
 		if err := os.MkdirAll(dir, 0o755); err == nil {
 			if cache, err := wazero.NewCompilationCacheWithDir(dir); err == nil {
 				cfg = cfg.WithCompilationCache(cache)
-				marker = filepath.Join(dir, "compiled-"+id+wazeroBuild()+mode)
+				marker = filepath.Join(dir, "compiled-"+flavor)
 			}
 		}
 	}
 	cold := marker == ""
 	if marker != "" {
 		if _, err := os.Stat(marker); err != nil {
-			unlock, err := distCache(cacheDir).Lock(ctx, "compile-"+id+wazeroBuild()+mode)
+			unlock, err := distCache(cacheDir).Lock(ctx, "compile-"+flavor)
 			if err != nil {
 				return nil, err
 			}

@@ -362,31 +362,13 @@ func (in *Interpreter) boot(ctx context.Context, cfg Config, img *bootImage) err
 	}
 	// Requests call _rlm.run through the C API: PyRun_SimpleString would
 	// parse and compile a line of source on every request.
-	modName, err := in.cstring(ctx, "_rlm")
-	if err != nil {
-		return err
-	}
-	attrName, err := in.cstring(ctx, "run")
-	if err != nil {
-		return err
-	}
-	res, err = in.call(ctx, fn("PyImport_ImportModuleAttrString"), uint64(modName), uint64(attrName))
-	if err != nil || res[0] == 0 {
+	if in.runFn, err = in.rlmAttr(ctx, "run"); err != nil || in.runFn == 0 {
 		return fmt.Errorf("runtime: bootstrap did not install _rlm.run: %v", err)
 	}
-	in.runFn = uint32(res[0])
 	in.takeFn = 0
 	if in.hasFuncs(directTextFuncs) {
-		if take, err := in.cstring(ctx, "take"); err == nil {
-			res, err = in.call(ctx, fn("PyImport_ImportModuleAttrString"), uint64(modName), uint64(take))
-			if err == nil && res[0] != 0 {
-				in.takeFn = uint32(res[0])
-			}
-			_, _ = in.call(ctx, in.fns.free, uint64(take))
-		}
+		in.takeFn, _ = in.rlmAttr(ctx, "take")
 	}
-	_, _ = in.call(ctx, in.fns.free, uint64(modName))
-	_, _ = in.call(ctx, in.fns.free, uint64(attrName))
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	defer in.recordMemorySize()
@@ -404,6 +386,29 @@ func (in *Interpreter) boot(ctx context.Context, cfg Config, img *bootImage) err
 		return fmt.Errorf("runtime: install the RLM helpers: %w", err)
 	}
 	return nil
+}
+
+// rlmAttr returns a new reference to the attribute name of the guest's
+// module _rlm (0 when it has none).
+func (in *Interpreter) rlmAttr(ctx context.Context, name string) (uint32, error) {
+	mod, err := in.cstring(ctx, "_rlm")
+	if err != nil {
+		return 0, err
+	}
+	defer in.call(ctx, in.fns.free, uint64(mod))
+	attr, err := in.cstring(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	defer in.call(ctx, in.fns.free, uint64(attr))
+	res, err := in.call(ctx, in.main.ExportedFunction("PyImport_ImportModuleAttrString"), uint64(mod), uint64(attr))
+	if err != nil {
+		return 0, err
+	}
+	if res[0] == 0 {
+		_, err = in.call(ctx, in.fns.errClear) // the AttributeError
+	}
+	return uint32(res[0]), err
 }
 
 func (in *Interpreter) hasFuncs(names []string) bool {

@@ -139,7 +139,7 @@ func translatedFromCache(ctx context.Context, cfg Config, opts distload.Options)
 		}
 	}
 	wasmHash, stdlibHash := opts.SHA256[fileWasm], opts.SHA256[fileStdlib]
-	h, ok := c.Ref("exnref-v" + exnref.Version + "-" + wasmHash)
+	h, ok := c.Derived(translation, wasmHash)
 	if !ok || h == wasmHash || !c.Has(wasmHash) || !c.Has(opts.SHA256[fileLock]) {
 		return nil
 	}
@@ -154,10 +154,7 @@ func translatedFromCache(ctx context.Context, cfg Config, opts distload.Options)
 	if checkStdlib(stdlib) != nil {
 		return nil
 	}
-	key := fmt.Sprintf("%s %s %q", h, stdlibHash, cfg.CacheDir)
-	e, err := byModules.do(key, func() (*engine, error) {
-		return compile(ctx, wasm, stdlib, h, stdlibHash, cfg.CacheDir, cfg.Notice)
-	})
+	e, err := compiled(ctx, cfg, wasm, stdlib, h, stdlibHash)
 	if err != nil {
 		return nil
 	}
@@ -228,6 +225,12 @@ func engineFor(ctx context.Context, cfg Config, wasm, stdlib []byte, wasmHash, s
 	if stdlibHash == "" {
 		stdlibHash = distload.SHA256(stdlib)
 	}
+	return compiled(ctx, cfg, wasm, stdlib, wasmHash, stdlibHash)
+}
+
+// compiled is the engine of a translated module and a stdlib, compiled
+// once per process.
+func compiled(ctx context.Context, cfg Config, wasm, stdlib []byte, wasmHash, stdlibHash string) (*engine, error) {
 	key := fmt.Sprintf("%s %s %q", wasmHash, stdlibHash, cfg.CacheDir)
 	return byModules.do(key, func() (*engine, error) {
 		return compile(ctx, wasm, stdlib, wasmHash, stdlibHash, cfg.CacheDir, cfg.Notice)
@@ -249,13 +252,16 @@ func checkStdlib(b []byte) error {
 	return fmt.Errorf("%s: no os.py: not the Python standard library", fileStdlib)
 }
 
+// translation is the kind of derived blob the exnref translation is.
+const translation = "exnref-v" + exnref.Version
+
 // translated returns wasm with legacy exception handling rewritten to the
 // exnref form wazero runs, and its SHA-256 (wasmHash is the input's, ""
 // when unknown). The result is cached under the SHA-256 of the
 // input (a module without legacy exception handling is only recorded as
 // such), so each module is analysed once per machine.
 func translated(ctx context.Context, cfg Config, wasm []byte, wasmHash string) ([]byte, string, error) {
-	return distCache(cfg.CacheDir).Derive(ctx, "exnref-v"+exnref.Version, wasm, wasmHash, func() ([]byte, error) {
+	return distCache(cfg.CacheDir).Derive(ctx, translation, wasm, wasmHash, func() ([]byte, error) {
 		legacy, err := exnref.HasLegacy(wasm)
 		if err != nil || !legacy {
 			// Nothing to translate, or code the translator cannot read:

@@ -82,8 +82,9 @@ type bootImage struct {
 
 // snapshots is the per-engine snapshot state, by key.
 type snapshots struct {
-	mu   sync.Mutex
-	keys map[string]*snapshotState
+	mu    sync.Mutex
+	keys  map[string]*snapshotState
+	byLib map[string]string // snapshotKey's result, by mounted stdlib
 }
 
 type snapshotState struct {
@@ -131,6 +132,11 @@ func (e *engine) snapshotKey(stdlib []byte) string {
 	if stdlib != nil {
 		lib = "bytecode " + filepath.Base(e.pycPath()) + " " + digest([]byte(preparePy))
 	}
+	e.snap.mu.Lock()
+	defer e.snap.mu.Unlock()
+	if key, ok := e.snap.byLib[lib]; ok {
+		return key
+	}
 	h := sha256.New()
 	for _, part := range []string{
 		"rlm-sandbox boot snapshot", snapshotFormat, PyodideVersion, e.wasmID, lib,
@@ -138,7 +144,12 @@ func (e *engine) snapshotKey(stdlib []byte) string {
 	} {
 		fmt.Fprintf(h, "%d:%s", len(part), part)
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	key := hex.EncodeToString(h.Sum(nil))
+	if e.snap.byLib == nil {
+		e.snap.byLib = map[string]string{}
+	}
+	e.snap.byLib[lib] = key
+	return key
 }
 
 var (

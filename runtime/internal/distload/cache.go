@@ -206,7 +206,7 @@ func (c *Cache) Derive(ctx context.Context, kind string, in []byte, inHash strin
 		}
 		return out, sum(out), nil
 	}
-	key := kind + "-" + inHash
+	key := derivedKey(kind, inHash)
 	lookup := func() ([]byte, string, bool) {
 		h, ok := c.Ref(key)
 		switch {
@@ -244,6 +244,16 @@ func (c *Cache) Derive(ctx context.Context, kind string, in []byte, inHash strin
 		return nil, "", fmt.Errorf("distload: cache %s: %w", key, err)
 	}
 	return out, h, nil
+}
+
+// derivedKey is the ref under which Derive records what kind makes of the
+// blob whose SHA-256 is inHash.
+func derivedKey(kind, inHash string) string { return kind + "-" + inHash }
+
+// Derived returns the SHA-256 of what Derive recorded that kind makes of
+// the blob whose SHA-256 is inHash, without reading either.
+func (c *Cache) Derived(kind, inHash string) (string, bool) {
+	return c.Ref(derivedKey(kind, inHash))
 }
 
 // TestHookLockWait, when set, is called each time Lock has to wait for
