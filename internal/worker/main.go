@@ -1,0 +1,114 @@
+package worker
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+
+	"github.com/rlm-sandbox/rlm-sandbox/ipc"
+	"github.com/rlm-sandbox/rlm-sandbox/runtime"
+	"golang.org/x/sys/unix"
+)
+
+// Main runs a worker process: it parses the rlm-worker command line in
+// args (without the program name), serves the protocol on the process's
+// stdin and stdout with the interrupt page at fd 3 (by default), and
+// returns the exit code. Both cmd/rlm-worker and a program that the
+// supervisor re-executes as its own worker call it; it takes over the
+// process's signals and descriptors 0-2, so nothing else may run beside it.
+func Main(args []string) int {
+	fl := flag.NewFlagSet("rlm-worker", flag.ContinueOnError)
+	pyodide := fl.String("pyodide", "", "Pyodide directory, loaded as is (default: the runtime's index URLs)")
+	var indexURLs []string
+	fl.Func("index-url", "where to load Pyodide from: a directory, file:// or http(s):// URL; repeat to give fallbacks, tried in order (default: $"+runtime.IndexURLEnv+", else the cache, then jsDelivr)", func(s string) error {
+		indexURLs = append(indexURLs, s)
+		return nil
+	})
+	integrity := map[string]string{}
+	fl.Func("integrity", "expected SHA-256 of a Pyodide file, as NAME=HASH (repeatable; for versions other than "+runtime.PyodideVersion+")", func(s string) error {
+		name, hash, ok := strings.Cut(s, "=")
+		if !ok || name == "" || hash == "" {
+			return fmt.Errorf("want NAME=HASH, got %q", s)
+		}
+		integrity[name] = hash
+		return nil
+	})
+	allowUnverified := fl.Bool("allow-unverified", false, "load Pyodide files that have no expected hash")
+	cache := fl.String("cache", "", "cache directory (default: the runtime's)")
+	memLimit := fl.Uint64("memory-limit", 0, "guest memory limit in bytes (0: none)")
+	noSnapshot := fl.Bool("no-snapshot", false, "boot CPython instead of starting from the boot snapshot")
+	pageFD := fl.Int("interrupt-fd", 3, "inherited descriptor of the interrupt page")
+	if err := fl.Parse(args); err != nil {
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	// Start-up allocates what the worker keeps (wazero's view of the
+	// module; the guest's memory is mapped apart): collect less often
+	// while it runs, and as usual once the worker is ready, unless GOGC
+	// says otherwise. (Staged values get a memory limit: see
+	// internal/worker/memory.go.)
+	ready := func() {}
+	if os.Getenv("GOGC") == "" {
+		old := debug.SetGCPercent(400)
+		ready = func() { debug.SetGCPercent(old) }
+	}
+	signal.Ignore(os.Interrupt)
+	// A worker hosts one sandbox, which may die with it: the guest runs
+	// without a bounds check on each memory access, in a guarded memory
+	// where an out-of-bounds access kills the worker (ErrWorkerExited).
+	// Only the binaries `make build` writes can; RATIONALE.md says why.
+	runtime.DropBoundsChecks()
+	attention := make(chan os.Signal, 1)
+	signal.Notify(attention, AttentionSignal)
+
+	// The protocol owns the original stdout; fd 1 becomes stderr so that a
+	// stray write from Go or C cannot corrupt a frame.
+	proto, err := protocolStdout()
+	if err != nil {
+		log.Error("redirect stdout", "err", err)
+		return 1
+	}
+	page, err := ipc.OpenPage(os.NewFile(uintptr(*pageFD), "interrupt-page"))
+	if err != nil {
+		log.Error("open interrupt page", "err", err)
+		return 1
+	}
+	defer page.Close()
+
+	cfg := runtime.Config{IndexURL: indexURLs, CacheDir: *cache, MemoryLimit: *memLimit, Interrupt: page, Notice: os.Stderr,
+		AllowUnverified: *allowUnverified, NoSnapshot: *noSnapshot}
+	if len(integrity) > 0 {
+		cfg.Integrity = integrity
+	}
+	if *pyodide != "" {
+		cfg.Distribution = runtime.Dir(*pyodide)
+	}
+	err = Serve(context.Background(), os.Stdin, proto, Options{Runtime: cfg, Log: log, Attention: attention, Ready: ready})
+	if err != nil {
+		log.Error("worker stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func protocolStdout() (io.Writer, error) {
+	fd, err := unix.Dup(1)
+	if err != nil {
+		return nil, err
+	}
+	unix.CloseOnExec(fd)
+	if err := unix.Dup2(2, 1); err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), "protocol")
+	if f == nil {
+		return nil, fmt.Errorf("bad descriptor %d", fd)
+	}
+	return f, nil
+}
