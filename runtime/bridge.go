@@ -33,10 +33,11 @@ type BridgeFunc func(ctx context.Context, method string, args []any) (any, error
 // length and marshal data, (0, [(0, value) | (1, message), ...]) or (2,)
 // when interrupted.
 type bridgeDevice struct {
-	in   *Interpreter
-	fn   BridgeFunc
-	req  []byte
-	resp []byte
+	in     *Interpreter
+	fn     BridgeFunc
+	inline bool // Config.BridgeInline
+	req    []byte
+	resp   []byte
 }
 
 func (d *bridgeDevice) Write(p []byte) (int, vfs.Errno) {
@@ -92,6 +93,13 @@ func (d *bridgeDevice) serve(body []byte) []byte {
 		} else {
 			results[i] = pymarshal.Tuple{int64(0), r}
 		}
+	}
+	if len(calls) == 1 && d.inline {
+		call(0)
+		if in.interrupted() {
+			return interruptedReply
+		}
+		return d.encode(pymarshal.Tuple{int64(0), results})
 	}
 	if len(calls) == 1 {
 		go func() { call(0); close(done) }()

@@ -85,6 +85,15 @@ type Config struct {
 	// rlm_query and their batched forms. Nil: those calls raise
 	// BridgeError.
 	Bridge BridgeFunc
+	// BridgeInline runs a single bridge call (llm_query, rlm_query) on the
+	// goroutine that runs the interpreter instead of on a goroutine of its
+	// own, which saves a hand-off between threads (a few microseconds of a
+	// call's round trip). The interpreter then does not watch Interrupt
+	// while the call runs: set it only when Bridge itself returns promptly
+	// once the execution is interrupted, as rlm-worker's does (the
+	// supervisor answers a call it interrupts at once). The batched forms
+	// always run their calls concurrently. Default: false.
+	BridgeInline bool
 }
 
 // Interpreter is one CPython interpreter with its own memory, file system

@@ -71,6 +71,13 @@ func (r *run) stop(why error) {
 	r.expiry = time.AfterFunc(r.grace, r.expire)
 }
 
+// stopped reports whether the run has been stopped.
+func (r *run) stopped() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.why != nil
+}
+
 // expire runs at the end of the grace period.
 func (r *run) expire() {
 	r.mu.Lock()

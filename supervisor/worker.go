@@ -45,8 +45,10 @@ type workerSandbox struct {
 	nextID  uint64
 	pending map[uint64]chan ipc.Message
 	outputs map[uint64]*execStreams
-	dead    error
-	closed  bool
+	// asked holds the bridge calls of the running code not answered yet.
+	asked  map[uint64]struct{}
+	dead   error
+	closed bool
 
 	exited chan struct{} // closed once the process has been reaped
 	exit   error         // how it ended; read after exited is closed
@@ -123,6 +125,7 @@ func newWorker(ctx context.Context, cfg Config) (*workerSandbox, error) {
 		turn:    make(chan struct{}, 1),
 		pending: map[uint64]chan ipc.Message{},
 		outputs: map[uint64]*execStreams{},
+		asked:   map[uint64]struct{}{},
 		exited:  make(chan struct{}),
 	}
 	log := cfg.Logger.With("worker_pid", cmd.Process.Pid)
@@ -433,6 +436,9 @@ func (s *workerSandbox) answerBridge(r *run, id uint64, c ipc.BridgeCall) {
 	} else {
 		reply.Result = convert.ToIPC(v)
 	}
+	if !s.answered(id) {
+		return // interrupted, and answered so
+	}
 	if err := s.w.WriteMessage(ipc.KindBridgeReply, id, reply); err != nil {
 		if errors.Is(err, ipc.ErrFrameTooLarge) {
 			reply = ipc.BridgeReply{Error: fmt.Sprintf("the host's answer to %s is too large (over %d MiB)", c.Method, ipc.MaxFrameSize>>20)}
@@ -476,6 +482,9 @@ func (s *workerSandbox) execute(ctx context.Context, code string, interactive bo
 		s.forget(id)
 	}
 	s.running.Store(nil)
+	s.mu.Lock()
+	clear(s.asked) // late answers of abandoned calls are not sent
+	s.mu.Unlock()
 	why, killed := r.end()
 	if why != nil && got {
 		// A stop that came after the code returned left the interrupt
@@ -508,8 +517,39 @@ func (s *workerSandbox) execute(ctx context.Context, code string, interactive bo
 	return s.execution(code, streams, r, &res), why
 }
 
-// interrupt raises KeyboardInterrupt in the running code.
-func (s *workerSandbox) interrupt() { s.page.Store(ipc.SignalInterrupt) }
+// interrupt raises KeyboardInterrupt in the running code. A bridge call the
+// code waits for is answered at once (the worker waits for the answer,
+// not for the signal; see runtime.Config.BridgeInline): its callback, told
+// by its context, may take its time.
+func (s *workerSandbox) interrupt() {
+	s.page.Store(ipc.SignalInterrupt)
+	s.mu.Lock()
+	ids := make([]uint64, 0, len(s.asked))
+	for id := range s.asked {
+		ids = append(ids, id)
+	}
+	clear(s.asked)
+	s.mu.Unlock()
+	if len(ids) > 0 {
+		go s.answerInterrupted(ids...) // not under the run's lock
+	}
+}
+
+func (s *workerSandbox) answerInterrupted(ids ...uint64) {
+	for _, id := range ids {
+		_ = s.w.WriteMessage(ipc.KindBridgeReply, id, ipc.BridgeReply{Error: "interrupted"})
+	}
+}
+
+// answered reports whether the bridge call id still waits for its answer,
+// which the caller then sends.
+func (s *workerSandbox) answered(id uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.asked[id]
+	delete(s.asked, id)
+	return ok
+}
 
 // killStubborn ends a worker whose code ignored the interrupt.
 func (s *workerSandbox) killStubborn() {

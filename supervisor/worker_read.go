@@ -148,7 +148,16 @@ func (s *workerSandbox) readFor(ctx context.Context, id uint64, ch chan ipc.Mess
 				o.write(m.Body.(ipc.Output))
 			}
 		case m.Kind == ipc.KindBridgeCall:
-			go s.answerBridge(s.running.Load(), m.ID, m.Body.(ipc.BridgeCall))
+			r := s.running.Load()
+			s.mu.Lock()
+			s.asked[m.ID] = struct{}{}
+			s.mu.Unlock()
+			if r != nil && r.stopped() && s.answered(m.ID) {
+				// Interrupted before the call was seen: the worker waits
+				// for an answer, not for the signal.
+				s.answerInterrupted(m.ID)
+			}
+			go s.answerBridge(r, m.ID, m.Body.(ipc.BridgeCall))
 		case m.ID == id:
 			return m, true, nil
 		default:

@@ -52,6 +52,9 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 		quit: make(chan struct{}), done: make(chan error, 1)}
 	rcfg := opts.Runtime
 	rcfg.Bridge = s.bridge
+	// s.bridge returns when the supervisor answers, which it does at once
+	// when it interrupts the execution (see supervisor's interrupt).
+	rcfg.BridgeInline = true
 	interp, err := runtime.New(ctx, rcfg)
 	if err != nil {
 		code := ipc.CodeInternal
