@@ -63,9 +63,16 @@ const (
 // consumes (and empties). It has no reply. Large values cross the channel
 // this way, as a series of frames each well under MaxFrameSize, so neither
 // side needs the value in one piece before the worker assembles it.
+//
+// When File is set, the frame carries no data: the whole value, Size
+// bytes, is at the start of the staging file the supervisor shares with
+// the worker (a memfd given as the worker's -stage-fd), which the worker
+// maps instead of reading the value through the pipe. The supervisor
+// leaves the file as it is until the Initialize or SetVariable is answered.
 type Stage struct {
 	Data string `msgpack:"data"` // any bytes: strings are not checked for UTF-8
 	Size int64  `msgpack:"size"` // the size of the whole staged value (a hint for the receiver)
+	File bool   `msgpack:"file"` // the value is in the staging file
 }
 
 // InitializeReply (W→S) acknowledges Initialize.
@@ -154,6 +161,9 @@ type BridgeCall struct {
 	Method string         `msgpack:"method"` // host function name
 	Args   []any          `msgpack:"args"`   // positional arguments, as values
 	Kwargs map[string]any `msgpack:"kwargs"` // keyword arguments, as values
+	// Batch says the call is one of several the code made at once
+	// (llm_query_batched): the supervisor answers them concurrently.
+	Batch bool `msgpack:"batch"`
 }
 
 // BridgeReply (S→W) answers a BridgeCall. A non-empty Error is raised as

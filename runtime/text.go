@@ -79,18 +79,19 @@ func (in *Interpreter) setTextDirect(ctx context.Context, name, s string) error 
 	if len(s) > 1<<31 {
 		return errNoDirectText // the guest's Py_ssize_t
 	}
+	// Most large text is ASCII: build it as such, checking while copying
+	// (one pass over the text instead of two), and start again with the
+	// text's shape when that finds a byte that is not.
+	if done, err := in.setASCII(ctx, name, s); done || err != nil {
+		return err
+	}
 	n, maxChar, ok := textShape(s)
 	if !ok {
 		return errNoDirectText
 	}
-	res, err := in.call(ctx, in.fn("PyUnicode_New"), uint64(n), uint64(maxChar))
+	obj, err := in.newStrObject(ctx, n, maxChar)
 	if err != nil {
 		return err
-	}
-	obj := uint32(res[0])
-	if obj == 0 {
-		_, _ = in.call(ctx, in.fns.errClear)
-		return &RequestError{Type: "MemoryError", Message: fmt.Sprintf("cannot allocate a str of %d characters", n)}
 	}
 	mem := in.main.Memory()
 	switch {
@@ -132,6 +133,62 @@ func (in *Interpreter) setTextDirect(ctx context.Context, name, s string) error 
 		}
 	}
 	return in.take(ctx, name, obj)
+}
+
+// setASCII binds s as an ASCII str, and reports whether it was (else the
+// interpreter is as before).
+func (in *Interpreter) setASCII(ctx context.Context, name, s string) (bool, error) {
+	obj, err := in.newStrObject(ctx, len(s), 0x7f)
+	var re *RequestError
+	if errors.As(err, &re) {
+		return false, nil // the text's own shape may need less
+	} else if err != nil {
+		return false, err
+	}
+	buf, ok := in.main.Memory().Read(obj+asciiHeader, uint32(len(s)))
+	if !ok {
+		return false, in.dropObject(ctx, obj, "the str is outside memory")
+	}
+	if copyASCII(buf, s) < len(s) {
+		return false, in.dropObject(ctx, obj, "")
+	}
+	return true, in.take(ctx, name, obj)
+}
+
+// newStrObject makes an uninitialised str of n characters up to maxChar
+// (PyUnicode_New).
+func (in *Interpreter) newStrObject(ctx context.Context, n int, maxChar rune) (uint32, error) {
+	res, err := in.call(ctx, in.fn("PyUnicode_New"), uint64(n), uint64(maxChar))
+	if err != nil {
+		return 0, err
+	}
+	if res[0] == 0 {
+		_, _ = in.call(ctx, in.fns.errClear)
+		return 0, &RequestError{Type: "MemoryError", Message: fmt.Sprintf("cannot allocate a str of %d characters", n)}
+	}
+	return uint32(res[0]), nil
+}
+
+// copyASCII copies s to dst (as long) while it is ASCII, sixteen bytes at
+// a time, and returns how many bytes it copied: len(s) when s is ASCII.
+func copyASCII(dst []byte, s string) int {
+	const high = 0x8080808080808080
+	src := unsafe.Slice(unsafe.StringData(s), len(s))
+	dst = dst[:len(src)]
+	i := 0
+	for ; i+16 <= len(src); i += 16 {
+		a := binary.LittleEndian.Uint64(src[i:])
+		b := binary.LittleEndian.Uint64(src[i+8:])
+		if (a|b)&high != 0 {
+			break
+		}
+		binary.LittleEndian.PutUint64(dst[i:], a)
+		binary.LittleEndian.PutUint64(dst[i+8:], b)
+	}
+	for ; i < len(src) && src[i] < utf8.RuneSelf; i++ {
+		dst[i] = src[i]
+	}
+	return i
 }
 
 // take calls _rlm.take(name, value), which binds the global name (or the

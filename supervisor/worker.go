@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/rlm-sandbox/rlm-sandbox/internal/convert"
 	"github.com/rlm-sandbox/rlm-sandbox/internal/worker"
@@ -39,6 +40,8 @@ type workerSandbox struct {
 	running atomic.Pointer[run] // the Execute in progress, if any
 	// turn is signalled when the caller reading the frames stops.
 	turn chan struct{}
+	// stageFile carries large values to the worker (see stage), or is nil.
+	stageFile *os.File
 
 	mu      sync.Mutex
 	reading bool // a caller is reading the frames
@@ -46,9 +49,14 @@ type workerSandbox struct {
 	pending map[uint64]chan ipc.Message
 	outputs map[uint64]*execStreams
 	// asked holds the bridge calls of the running code not answered yet.
-	asked  map[uint64]struct{}
-	dead   error
-	closed bool
+	asked map[uint64]struct{}
+	// inCallback: the reading is held by a bridge reader running a
+	// callback; readerGen counts the bridge readers' holds (see
+	// bridgeReader).
+	inCallback bool
+	readerGen  uint64
+	dead       error
+	closed     bool
 
 	exited chan struct{} // closed once the process has been reaped
 	exit   error         // how it ended; read after exited is closed
@@ -83,8 +91,16 @@ func newWorker(ctx context.Context, cfg Config) (*workerSandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: interrupt page: %v", ErrWorkerUnavailable, err)
 	}
-	cmd := exec.Command(path, append(cfg.workerArgs(), "--interrupt-fd", "3")...)
+	args := append(cfg.workerArgs(), "--interrupt-fd", "3")
+	stageFile := newStageFile()
+	if stageFile != nil {
+		args = append(args, "--stage-fd", "4")
+	}
+	cmd := exec.Command(path, args...)
 	cmd.ExtraFiles = []*os.File{page.File()}
+	if stageFile != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, stageFile)
+	}
 	cmd.Env = os.Environ()
 	setProcAttr(cmd)
 	stdin, err := cmd.StdinPipe()
@@ -114,12 +130,15 @@ func newWorker(ctx context.Context, cfg Config) (*workerSandbox, error) {
 	err = cmd.Start()
 	stdoutW.Close()
 	if err != nil {
+		if stageFile != nil {
+			stageFile.Close()
+		}
 		page.Close()
 		stdout.Close()
 		return nil, fmt.Errorf("%w: start %s: %v", ErrWorkerUnavailable, path, err)
 	}
 	s := &workerSandbox{
-		cfg: cfg, cmd: cmd, page: page, stdin: stdin, stdout: stdout, rd: ipc.NewReader(stdout), w: ipc.NewWriter(stdin),
+		cfg: cfg, cmd: cmd, page: page, stageFile: stageFile, stdin: stdin, stdout: stdout, rd: ipc.NewReader(stdout), w: ipc.NewWriter(stdin),
 		sem:     make(chan struct{}, 1),
 		bridges: newBridges(cfg),
 		turn:    make(chan struct{}, 1),
@@ -132,6 +151,9 @@ func newWorker(ctx context.Context, cfg Config) (*workerSandbox, error) {
 	go func() {
 		s.pumpLogs(stderr) // until the process is gone or closed its stderr
 		s.exit = cmd.Wait()
+		if stageFile != nil {
+			stageFile.Close()
+		}
 		close(s.exited)
 		s.failPending()
 		log.Info("worker exited", "status", fmt.Sprint(s.exit))
@@ -323,6 +345,7 @@ func (s *workerSandbox) Initialize(ctx context.Context, value any) error {
 	if err != nil {
 		return fmt.Errorf("supervisor: initialize: %w", err)
 	}
+	defer s.unstage()
 	if _, err := s.call(ctx, ipc.KindInitialize, ipc.Initialize{Context: wire, Staged: staged}); err != nil {
 		return err
 	}
@@ -361,6 +384,19 @@ func (s *workerSandbox) stage(v any) (wire any, staged string, err error) {
 		data, staged, wire = string(b), ipc.StagedValue, nil
 	}
 	size := int64(len(data))
+	if s.stageFile != nil {
+		err := s.stageInFile(data)
+		if err == nil {
+			err = s.w.WriteMessage(ipc.KindStage, 0, ipc.Stage{Size: size, File: true})
+		}
+		if err != nil {
+			if e := s.waitDead(); e != nil {
+				return nil, "", e
+			}
+			return nil, "", fmt.Errorf("send the value: %w", err)
+		}
+		return nil, staged, nil
+	}
 	for len(data) > 0 {
 		n := min(len(data), stageChunk)
 		if err := s.w.WriteMessage(ipc.KindStage, 0, ipc.Stage{Data: data[:n], Size: size}); err != nil {
@@ -372,6 +408,29 @@ func (s *workerSandbox) stage(v any) (wire any, staged string, err error) {
 		data = data[n:]
 	}
 	return nil, staged, nil
+}
+
+// A large value crosses to the worker in a memory file (memfd) both
+// processes hold, instead of through the pipe: written once by the
+// supervisor, mapped by the worker, it is copied twice (into the file, into
+// the interpreter) where Stage frames copied it five times (into a frame,
+// into and out of the pipe, into the staging buffer, into the
+// interpreter) and woke the worker for every 1 MiB frame.
+
+// stageInFile writes data at the start of the staging file.
+func (s *workerSandbox) stageInFile(data string) error {
+	if err := s.stageFile.Truncate(int64(len(data))); err != nil {
+		return err
+	}
+	_, err := s.stageFile.WriteAt(unsafe.Slice(unsafe.StringData(data), len(data)), 0)
+	return err
+}
+
+// unstage empties the staging file once the worker has used it.
+func (s *workerSandbox) unstage() {
+	if s.stageFile != nil {
+		_ = s.stageFile.Truncate(0)
+	}
 }
 
 func (s *workerSandbox) GetVariable(ctx context.Context, name string) (any, bool, error) {
@@ -409,6 +468,7 @@ func (s *workerSandbox) SetVariable(ctx context.Context, name string, value any)
 	if err != nil {
 		return fmt.Errorf("supervisor: set variable %s: %w", name, err)
 	}
+	defer s.unstage()
 	if name == "context" {
 		// Setting the context is what Initialize does.
 		_, err = s.call(ctx, ipc.KindInitialize, ipc.Initialize{Context: wire, Staged: staged})
@@ -529,9 +589,13 @@ func (s *workerSandbox) interrupt() {
 		ids = append(ids, id)
 	}
 	clear(s.asked)
+	gen, held := s.readerGen, s.inCallback
 	s.mu.Unlock()
 	if len(ids) > 0 {
 		go s.answerInterrupted(ids...) // not under the run's lock
+	}
+	if held {
+		s.takeReadingBack(gen)
 	}
 }
 

@@ -68,6 +68,9 @@ func (s *workerSandbox) await(ctx context.Context, id uint64, ch chan ipc.Messag
 		}
 		if s.startReading() {
 			m, ok, err = s.readFor(ctx, id, ch, streams)
+			if err == errHandedOff {
+				continue // a bridge reader holds the reading now
+			}
 			s.stopReading()
 			return m, ok, err
 		}
@@ -83,9 +86,17 @@ func (s *workerSandbox) await(ctx context.Context, id uint64, ch chan ipc.Messag
 	}
 }
 
+// startReading takes the reading if nobody holds it, or if a bridge reader
+// holds it while it runs a callback (which may take seconds: the others'
+// replies must not wait for it).
 func (s *workerSandbox) startReading() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.inCallback {
+		s.readerGen++
+		s.inCallback = false
+		return true
+	}
 	if s.reading {
 		return false
 	}
@@ -148,28 +159,161 @@ func (s *workerSandbox) readFor(ctx context.Context, id uint64, ch chan ipc.Mess
 				o.write(m.Body.(ipc.Output))
 			}
 		case m.Kind == ipc.KindBridgeCall:
-			r := s.running.Load()
-			s.mu.Lock()
-			s.asked[m.ID] = struct{}{}
-			s.mu.Unlock()
-			if r != nil && r.stopped() && s.answered(m.ID) {
-				// Interrupted before the call was seen: the worker waits
-				// for an answer, not for the signal.
-				s.answerInterrupted(m.ID)
+			if s.bridgeCall(m) {
+				return ipc.Message{}, false, errHandedOff
 			}
-			go s.answerBridge(r, m.ID, m.Body.(ipc.BridgeCall))
 		case m.ID == id:
 			return m, true, nil
 		default:
-			s.mu.Lock()
-			c, ok := s.pending[m.ID]
-			delete(s.pending, m.ID)
-			s.mu.Unlock()
-			if ok {
-				c <- m
-			}
+			s.routeReply(m)
 		}
 	}
+}
+
+// routeReply hands a reply to the caller waiting for it, and reports
+// whether one was.
+func (s *workerSandbox) routeReply(m ipc.Message) bool {
+	s.mu.Lock()
+	c, ok := s.pending[m.ID]
+	delete(s.pending, m.ID)
+	s.mu.Unlock()
+	if ok {
+		c <- m
+	}
+	return ok
+}
+
+// errHandedOff says that readFor gave the reading to a bridge reader.
+var errHandedOff = errors.New("the reading went to a bridge reader")
+
+// A bridge call runs on a goroutine other than the reader's: the reader
+// may be the caller of Execute, which must return when the execution is
+// stopped, whatever the callback does. The calls of a batch each get a
+// goroutine (they run concurrently). A single call goes to a bridge
+// reader: a goroutine that takes the reading over, runs the call, and
+// reads on, running the next single call itself, until it hands a reply
+// to its caller. An instant answer thus costs no hand-off between
+// goroutines (the reader's wake-up of another thread cost about half of a
+// worker's llm_query round trip). When the execution is stopped while the
+// bridge reader runs a callback, interrupt takes the reading from it (see
+// takeReadingBack): a callback that ignores its context cannot keep the
+// execution's result from being read.
+
+// bridgeCall deals with the bridge call m for the reader, and reports
+// whether it handed the reading to a bridge reader.
+func (s *workerSandbox) bridgeCall(m ipc.Message) bool {
+	c := m.Body.(ipc.BridgeCall)
+	r := s.running.Load()
+	s.mu.Lock()
+	s.asked[m.ID] = struct{}{}
+	single := !c.Batch && r != nil
+	if single {
+		s.inCallback = true
+	}
+	gen := s.readerGen
+	s.mu.Unlock()
+	if !single {
+		if r != nil && r.stopped() && s.answered(m.ID) {
+			// Interrupted before the call was seen: the worker waits
+			// for an answer, not for the signal.
+			s.answerInterrupted(m.ID)
+		}
+		go s.answerBridge(r, m.ID, c)
+		return false
+	}
+	go s.bridgeReader(r, gen, m.ID, c)
+	return true
+}
+
+// bridgeReader runs the single bridge call id of the run r, holding the
+// reading (generation gen), and reads on (see bridgeCall).
+func (s *workerSandbox) bridgeReader(r *run, gen, id uint64, c ipc.BridgeCall) {
+	for {
+		if r.stopped() {
+			// Stopped before interrupt could see the call: answer it,
+			// and give the reading back before the callback runs.
+			if s.answered(id) {
+				s.answerInterrupted(id)
+			}
+			s.takeReadingBack(gen)
+			s.answerBridge(r, id, c)
+			return
+		}
+		s.answerBridge(r, id, c)
+		s.mu.Lock()
+		if s.readerGen != gen {
+			s.mu.Unlock()
+			return // interrupt took the reading back meanwhile
+		}
+		s.inCallback = false
+		s.mu.Unlock()
+		var ok bool
+		if id, c, ok = s.readOn(r); !ok {
+			return
+		}
+	}
+}
+
+// readOn reads frames for a bridge reader until the next single bridge
+// call of r, which it returns holding the reading, or until it has routed
+// a reply (or the frames end): it then gives the reading up.
+func (s *workerSandbox) readOn(r *run) (uint64, ipc.BridgeCall, bool) {
+	for {
+		m, err := s.rd.ReadMessage()
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				// Left by a reader whose context ended.
+				_ = s.stdout.SetReadDeadline(time.Time{})
+				continue
+			}
+			s.readFailed(err)
+			s.stopReading()
+			return 0, ipc.BridgeCall{}, false
+		}
+		switch m.Kind {
+		case ipc.KindOutput:
+			s.mu.Lock()
+			o := s.outputs[m.ID]
+			s.mu.Unlock()
+			if o != nil {
+				o.write(m.Body.(ipc.Output))
+			}
+		case ipc.KindBridgeCall:
+			c := m.Body.(ipc.BridgeCall)
+			if c.Batch || s.running.Load() != r {
+				s.mu.Lock()
+				s.asked[m.ID] = struct{}{}
+				s.mu.Unlock()
+				go s.answerBridge(s.running.Load(), m.ID, c)
+				continue
+			}
+			s.mu.Lock()
+			s.asked[m.ID] = struct{}{}
+			s.inCallback = true
+			s.mu.Unlock()
+			return m.ID, c, true
+		default:
+			s.routeReply(m)
+			s.stopReading()
+			return 0, ipc.BridgeCall{}, false
+		}
+	}
+}
+
+// takeReadingBack ends a bridge reader's hold on the reading while it runs
+// a callback, if it holds it still (generation gen), and lets a waiting
+// caller read.
+func (s *workerSandbox) takeReadingBack(gen uint64) {
+	s.mu.Lock()
+	if s.readerGen != gen || !s.inCallback {
+		s.mu.Unlock()
+		return
+	}
+	s.readerGen++
+	s.inCallback = false
+	s.reading = false
+	s.mu.Unlock()
+	s.passTurn()
 }
 
 // readFailed ends the reading when the frames end or cannot be read (a

@@ -261,3 +261,54 @@ func TestBridgeInvalidUTF8(t *testing.T) {
 		}
 	})
 }
+
+// A bridge call that takes its time (an LLM answering in seconds) does not
+// hold up the sandbox's other requests: Stats answers while the callback
+// still runs, then the call completes, and the next calls take the fast
+// path again.
+func TestStatsDuringBridgeCall(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		started := make(chan struct{}, 1)
+		release := make(chan struct{})
+		var slow atomic.Bool
+		slow.Store(true)
+		fn := func(ctx context.Context, p string) (string, error) {
+			if !slow.Load() {
+				return p, nil
+			}
+			started <- struct{}{}
+			select {
+			case <-release:
+				return "answer", nil
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		}
+		sb := newSandbox(t, m, supervisor.Config{OnLLMQuery: fn}, "")
+		type result struct {
+			ce  *supervisor.CodeExecution
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			ce, err := sb.Execute(context.Background(), "print(llm_query('slow'))\nprint([llm_query(str(i)) for i in range(3)])")
+			done <- result{ce, err}
+		}()
+		<-started
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		st, err := sb.Stats(ctx) // must not wait for the callback
+		if err != nil {
+			t.Fatalf("stats during a bridge call: %v", err)
+		}
+		if st.LinearMemoryBytes == 0 {
+			t.Fatalf("stats %+v", st)
+		}
+		slow.Store(false)
+		close(release)
+		r := <-done
+		if r.err != nil || r.ce.Stdout != "answer\n['0', '1', '2']\n" || r.ce.BridgeCalls != 4 {
+			t.Fatalf("err %v, %+v", r.err, r.ce)
+		}
+	})
+}

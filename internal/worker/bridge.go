@@ -7,6 +7,7 @@ import (
 
 	"github.com/rlm-sandbox/rlm-sandbox/internal/convert"
 	"github.com/rlm-sandbox/rlm-sandbox/ipc"
+	"github.com/rlm-sandbox/rlm-sandbox/runtime"
 )
 
 // errSupervisorGone fails bridge calls once the supervisor stopped talking.
@@ -26,7 +27,7 @@ func (s *server) bridge(ctx context.Context, method string, args []any) (any, er
 	id := s.nextBridge
 	s.bridges[id] = ch
 	s.mu.Unlock()
-	if err := s.out.send(ipc.KindBridgeCall, id, ipc.BridgeCall{Method: method, Args: wire}); err != nil {
+	if err := s.out.send(ipc.KindBridgeCall, id, ipc.BridgeCall{Method: method, Args: wire, Batch: runtime.Batched(ctx)}); err != nil {
 		s.takeBridge(id)
 		return nil, fmt.Errorf("send %s call: %w", method, err)
 	}

@@ -44,6 +44,7 @@ func Main(args []string) int {
 	memLimit := fl.Uint64("memory-limit", 0, "guest memory limit in bytes (0: none)")
 	noSnapshot := fl.Bool("no-snapshot", false, "boot CPython instead of starting from the boot snapshot")
 	pageFD := fl.Int("interrupt-fd", 3, "inherited descriptor of the interrupt page")
+	stageFD := fl.Int("stage-fd", -1, "inherited descriptor of the staging file the supervisor writes large values to (-1: none; they come in Stage frames)")
 	if err := fl.Parse(args); err != nil {
 		return 2
 	}
@@ -89,7 +90,11 @@ func Main(args []string) int {
 	if *pyodide != "" {
 		cfg.Distribution = runtime.Dir(*pyodide)
 	}
-	err = Serve(context.Background(), os.Stdin, proto, Options{Runtime: cfg, Log: log, Attention: attention, Ready: ready})
+	var stageFile *os.File
+	if *stageFD >= 0 {
+		stageFile = os.NewFile(uintptr(*stageFD), "stage")
+	}
+	err = Serve(context.Background(), os.Stdin, proto, Options{Runtime: cfg, Log: log, Attention: attention, Ready: ready, StageFile: stageFile})
 	if err != nil {
 		log.Error("worker stopped", "err", err)
 		return 1

@@ -1,6 +1,10 @@
 package worker
 
 import (
+	"errors"
+	"fmt"
+	"os"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -21,4 +25,30 @@ func stageBuffer(size int64) ([]byte, func()) {
 	}
 	_ = unix.Madvise(buf, unix.MADV_HUGEPAGE)
 	return buf[:0], func() { _ = unix.Munmap(buf) }
+}
+
+// mapStage maps the first size bytes of the staging file f (see
+// ipc.Stage.File) as the staged value, and returns its release; err says
+// why the value cannot be used.
+func mapStage(f *os.File, size int64) ([]byte, func(), error) {
+	switch {
+	case f == nil:
+		return nil, nil, errors.New("the value is in a staging file, and the worker has none")
+	case size < 0 || size > maxStage:
+		return nil, nil, fmt.Errorf("a staged value of %d bytes (at most %d GiB)", size, maxStage>>30)
+	case size == 0:
+		return []byte{}, nil, nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return nil, nil, fmt.Errorf("staging file: %w", err)
+	}
+	if st.Size < size { // a mapping past the end faults when read
+		return nil, nil, fmt.Errorf("the staging file holds %d bytes, not the %d announced", st.Size, size)
+	}
+	buf, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		return nil, nil, fmt.Errorf("map the staging file: %w", err)
+	}
+	return buf, func() { _ = unix.Munmap(buf) }, nil
 }

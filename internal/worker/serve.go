@@ -34,6 +34,9 @@ type Options struct {
 	Attention <-chan os.Signal
 	// Ready, when set, is called once the hello is sent.
 	Ready func()
+	// StageFile is the staging file the supervisor shares (see
+	// ipc.Stage.File), or nil.
+	StageFile *os.File
 }
 
 // Serve boots an interpreter, sends the hello, and answers requests read
@@ -49,7 +52,7 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 	w := ipc.NewWriter(out)
 	s := &server{ctx: ctx, w: w, out: &outbox{w: w}, log: log, rd: ipc.NewReader(in), poll: newPoller(in, opts.IdleSpin),
 		bridges: map[uint64]chan ipc.Message{}, turn: make(chan struct{}, 1), gone: make(chan struct{}),
-		quit: make(chan struct{}), done: make(chan error, 1)}
+		quit: make(chan struct{}), done: make(chan error, 1), stageFile: opts.StageFile}
 	rcfg := opts.Runtime
 	rcfg.Bridge = s.bridge
 	// s.bridge returns when the supervisor answers, which it does at once
@@ -136,6 +139,8 @@ type server struct {
 	stageFree func()
 	// stageErr is why the staged value cannot be used.
 	stageErr error
+	// stageFile is Options.StageFile.
+	stageFile *os.File
 
 	mu         sync.Mutex
 	reading    bool // a goroutine holds the reading
@@ -190,6 +195,11 @@ func (s *server) handle(m ipc.Message) error {
 	}
 	switch b := m.Body.(type) {
 	case ipc.Stage:
+		if b.File {
+			s.dropStage(nil)
+			s.stage, s.stageFree, s.stageErr = mapStage(s.stageFile, b.Size)
+			return nil
+		}
 		if s.stage == nil && s.stageErr == nil && b.Size > int64(len(b.Data)) && b.Size <= maxStage {
 			s.stage, s.stageFree = stageBuffer(b.Size)
 		}
