@@ -26,6 +26,10 @@ import (
 // goroutines.
 type BridgeFunc func(ctx context.Context, method string, args []any) (any, error)
 
+// BatchBridgeFunc answers several calls of one method at once: results[i]
+// or errs[i] answers calls[i] (see Config.BridgeBatch).
+type BatchBridgeFunc func(ctx context.Context, method string, calls [][]any) (results []any, errs []error)
+
 type batchKey struct{}
 
 // Batched reports whether a BridgeFunc's call is one of several that the
@@ -43,6 +47,7 @@ type bridgeDevice struct {
 	in     *Interpreter
 	fn     BridgeFunc
 	inline bool // Config.BridgeInline
+	batch  BatchBridgeFunc
 	req    []byte
 	resp   []byte
 }
@@ -106,6 +111,27 @@ func (d *bridgeDevice) serve(body []byte) []byte {
 	}
 	if len(calls) == 1 && d.inline {
 		call(0)
+		if in.interrupted() {
+			return interruptedReply
+		}
+		return d.encode(pymarshal.Tuple{int64(0), results})
+	}
+	if len(calls) > 1 && d.inline && d.batch != nil {
+		args := make([][]any, len(calls))
+		for i, c := range calls {
+			args[i], _ = c.([]any)
+		}
+		rs, errs := d.batch(ctx, method, args)
+		for i := range results {
+			switch {
+			case i < len(errs) && errs[i] != nil:
+				results[i] = fail(errs[i].Error())
+			case i < len(rs):
+				results[i] = pymarshal.Tuple{int64(0), rs[i]}
+			default:
+				results[i] = fail("no answer")
+			}
+		}
 		if in.interrupted() {
 			return interruptedReply
 		}

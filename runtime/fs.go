@@ -47,7 +47,7 @@ func (in *Interpreter) buildFS(cfg Config) (*vfs.FS, error) {
 	if e := fs.AddDevice("/dev/rlm", in.channel, 0o600); e != vfs.ESUCCESS {
 		return nil, e
 	}
-	if e := fs.AddDevice("/dev/rlm-bridge", &bridgeDevice{in: in, fn: cfg.Bridge, inline: cfg.BridgeInline}, 0o600); e != vfs.ESUCCESS {
+	if e := fs.AddDevice("/dev/rlm-bridge", &bridgeDevice{in: in, fn: cfg.Bridge, inline: cfg.BridgeInline, batch: cfg.BridgeBatch}, 0o600); e != vfs.ESUCCESS {
 		return nil, e
 	}
 	return fs, nil

@@ -94,6 +94,12 @@ type Config struct {
 	// supervisor answers a call it interrupts at once). The batched forms
 	// always run their calls concurrently. Default: false.
 	BridgeInline bool
+	// BridgeBatch, when set with BridgeInline, answers the calls of a
+	// batch (llm_query_batched, rlm_query_batched) in one call on the
+	// interpreter's goroutine, instead of Bridge being called once per
+	// call from goroutines of their own. It must still have them answered
+	// concurrently, and return when the execution is interrupted.
+	BridgeBatch BatchBridgeFunc
 }
 
 // Interpreter is one CPython interpreter with its own memory, file system

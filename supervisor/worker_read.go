@@ -213,16 +213,22 @@ func (s *workerSandbox) bridgeCall(m ipc.Message) bool {
 	gen := s.readerGen
 	s.mu.Unlock()
 	if !single {
-		if r != nil && r.stopped() && s.answered(m.ID) {
-			// Interrupted before the call was seen: the worker waits
-			// for an answer, not for the signal.
-			s.answerInterrupted(m.ID)
-		}
-		go s.answerBridge(r, m.ID, c)
+		s.spawnAnswer(r, m.ID, c)
 		return false
 	}
 	go s.bridgeReader(r, gen, m.ID, c)
 	return true
+}
+
+// spawnAnswer runs the bridge call id (asked already) of the run r on a
+// goroutine of its own.
+func (s *workerSandbox) spawnAnswer(r *run, id uint64, c ipc.BridgeCall) {
+	if r != nil && r.stopped() && s.answered(id) {
+		// Interrupted before the call was seen: the worker waits for an
+		// answer, not for the signal.
+		s.answerInterrupted(id)
+	}
+	go s.answerBridge(r, id, c)
 }
 
 // bridgeReader runs the single bridge call id of the run r, holding the
@@ -280,11 +286,11 @@ func (s *workerSandbox) readOn(r *run) (uint64, ipc.BridgeCall, bool) {
 			}
 		case ipc.KindBridgeCall:
 			c := m.Body.(ipc.BridgeCall)
-			if c.Batch || s.running.Load() != r {
+			if r2 := s.running.Load(); c.Batch || r2 != r {
 				s.mu.Lock()
 				s.asked[m.ID] = struct{}{}
 				s.mu.Unlock()
-				go s.answerBridge(s.running.Load(), m.ID, c)
+				s.spawnAnswer(r2, m.ID, c)
 				continue
 			}
 			s.mu.Lock()

@@ -176,8 +176,18 @@ func blockingBridge(t *testing.T, stubborn bool) (func(context.Context, string) 
 }
 
 func TestCancelWhileInBridge(t *testing.T) {
-	for _, stubborn := range []bool{false, true} {
-		t.Run(fmt.Sprint("stubborn=", stubborn), func(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		stubborn bool
+		call     string
+	}{
+		{"single", false, "llm_query('slow')"},
+		{"single/stubborn", true, "llm_query('slow')"},
+		{"batch", false, "llm_query_batched(['slow', 'slower', 'slowest'])"},
+		{"batch/stubborn", true, "llm_query_batched(['slow', 'slower', 'slowest'])"},
+	} {
+		stubborn := tc.stubborn
+		t.Run(tc.name, func(t *testing.T) {
 			forEachMode(t, func(t *testing.T, m mode) {
 				fn, started, cancelled := blockingBridge(t, stubborn)
 				sb := newSandbox(t, m, supervisor.Config{OnLLMQuery: fn, GracePeriod: slowGrace}, "")
@@ -185,7 +195,7 @@ func TestCancelWhileInBridge(t *testing.T) {
 					<-started
 					sb.Cancel()
 				}()
-				ce, err := sb.Execute(context.Background(), "print('asking')\nllm_query('slow')")
+				ce, err := sb.Execute(context.Background(), "print('asking')\n"+tc.call)
 				if !errors.Is(err, supervisor.ErrCanceled) {
 					t.Fatalf("err %v", err)
 				}

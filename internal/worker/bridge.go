@@ -36,6 +36,57 @@ func (s *server) bridge(ctx context.Context, method string, args []any) (any, er
 		s.takeBridge(id)
 		return nil, err
 	}
+	return answer(method, m)
+}
+
+// bridgeBatch is the interpreter's runtime.BatchBridgeFunc: it sends the
+// calls of a batch in one write, marked as such (the supervisor runs them
+// concurrently), and waits for every answer; the first wait reads them
+// all (see readFor).
+func (s *server) bridgeBatch(ctx context.Context, method string, calls [][]any) ([]any, []error) {
+	results, errs := make([]any, len(calls)), make([]error, len(calls))
+	ids := make([]uint64, len(calls))
+	chans := make([]chan ipc.Message, len(calls))
+	s.mu.Lock()
+	for i := range calls {
+		s.nextBridge++
+		ids[i], chans[i] = s.nextBridge, make(chan ipc.Message, 1)
+		s.bridges[ids[i]] = chans[i]
+	}
+	s.mu.Unlock()
+	frames := make([]ipc.BridgeCall, len(calls))
+	for i, args := range calls {
+		wire := make([]any, len(args))
+		for j, a := range args {
+			wire[j] = convert.ToIPC(a)
+		}
+		frames[i] = ipc.BridgeCall{Method: method, Args: wire, Batch: true}
+	}
+	if err := s.out.sendAll(ipc.KindBridgeCall, ids, frames); err != nil {
+		for i, id := range ids {
+			s.takeBridge(id)
+			errs[i] = fmt.Errorf("send %s call: %w", method, err)
+		}
+		return results, errs
+	}
+	for i, id := range ids {
+		m, err := s.await(ctx, id, chans[i])
+		if err != nil {
+			for _, id := range ids[i:] {
+				s.takeBridge(id)
+			}
+			for j := i; j < len(ids); j++ {
+				errs[j] = err
+			}
+			return results, errs
+		}
+		results[i], errs[i] = answer(method, m)
+	}
+	return results, errs
+}
+
+// answer is the result of a bridge call answered by m.
+func answer(method string, m ipc.Message) (any, error) {
 	switch b := m.Body.(type) {
 	case ipc.BridgeReply:
 		if b.Error != "" {

@@ -102,6 +102,21 @@ func (o *outbox) send(kind ipc.Kind, id uint64, body any) error {
 	return o.w.WriteMessage(kind, id, body)
 }
 
+// sendAll writes frames of the Execute (the calls of a batch), after the
+// output written before them, in one system call.
+func (o *outbox) sendAll(kind ipc.Kind, ids []uint64, bodies []ipc.BridgeCall) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.queue()
+	o.queued = 0
+	for i := range bodies {
+		if err := o.w.QueueMessage(kind, ids[i], bodies[i]); err != nil {
+			return err
+		}
+	}
+	return o.w.Flush()
+}
+
 // queue turns the data waiting into a frame queued on the writer.
 func (o *outbox) queue() {
 	if len(o.data) == 0 {

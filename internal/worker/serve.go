@@ -58,6 +58,7 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 	// s.bridge returns when the supervisor answers, which it does at once
 	// when it interrupts the execution (see supervisor's interrupt).
 	rcfg.BridgeInline = true
+	rcfg.BridgeBatch = s.bridgeBatch
 	interp, err := runtime.New(ctx, rcfg)
 	if err != nil {
 		code := ipc.CodeInternal
