@@ -73,9 +73,15 @@ type Config struct {
 	MaxOutputLength int
 	// UseWorker chooses worker or direct mode. Default: WorkerAuto.
 	UseWorker WorkerMode
-	// WorkerPath is the rlm-worker binary. Default: "rlm-worker" next to the
-	// running executable, then on $PATH.
+	// WorkerPath is the rlm-worker binary. Default: $RLM_WORKER, else
+	// "rlm-worker" next to the running executable, then on $PATH, else the
+	// running program itself, re-executed as its own worker (see the
+	// package documentation). Set, it is the only worker tried.
 	WorkerPath string
+	// NoSelfExec keeps New from starting the running program as its own
+	// worker when it finds no rlm-worker binary: WorkerAuto then runs the
+	// interpreter in-process, WorkerAlways fails. Default: false.
+	NoSelfExec bool
 	// StartTimeout bounds starting a worker and booting its interpreter.
 	// Default: DefaultStartTimeout (60 s: the first run on a machine
 	// compiles Pyodide).

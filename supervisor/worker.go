@@ -82,11 +82,42 @@ func findWorker(path string) (string, error) {
 	return exec.LookPath("rlm-worker")
 }
 
-func newWorker(ctx context.Context, cfg Config) (*workerSandbox, error) {
+// workerCommand is how a worker process is started.
+type workerCommand struct {
+	path  string // the executable
+	self  bool   // the running program, re-executed (see selfexec.go)
+	about string // for Info().Reason
+}
+
+// findWorkerCommand returns the rlm-worker binary findWorker finds or,
+// when there is none, cfg.WorkerPath is unset and cfg.NoSelfExec false,
+// the running program itself.
+func findWorkerCommand(cfg Config) (workerCommand, error) {
 	path, err := findWorker(cfg.WorkerPath)
-	if err != nil {
-		return nil, fmt.Errorf("%w: no rlm-worker binary: %v", ErrWorkerUnavailable, err)
+	if err == nil {
+		return workerCommand{path: path, about: path}, nil
 	}
+	if cfg.WorkerPath != "" || cfg.NoSelfExec {
+		return workerCommand{}, fmt.Errorf("no rlm-worker binary: %v", err)
+	}
+	exe, serr := selfWorker()
+	if serr != nil {
+		return workerCommand{}, fmt.Errorf("no rlm-worker binary (%v), and the program cannot be its own worker: %v", err, serr)
+	}
+	name, nerr := os.Executable()
+	if nerr != nil {
+		name = exe
+	}
+	return workerCommand{path: exe, self: true,
+		about: "self re-exec: no rlm-worker binary, so the program " + name + " runs as its own worker"}, nil
+}
+
+func newWorker(ctx context.Context, cfg Config) (*workerSandbox, error) {
+	wc, err := findWorkerCommand(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrWorkerUnavailable, err)
+	}
+	path := wc.path
 	page, err := ipc.NewPage()
 	if err != nil {
 		return nil, fmt.Errorf("%w: interrupt page: %v", ErrWorkerUnavailable, err)
@@ -102,6 +133,12 @@ func newWorker(ctx context.Context, cfg Config) (*workerSandbox, error) {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, stageFile)
 	}
 	cmd.Env = os.Environ()
+	if wc.self {
+		// Read by the package's initialiser in the child (serveIfChild);
+		// argv[0] keeps process listings readable.
+		cmd.Args[0] = "rlm-worker"
+		cmd.Env = append(cmd.Env, workerEnv+"=1")
+	}
 	setProcAttr(cmd)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -177,9 +214,9 @@ func newWorker(ctx context.Context, cfg Config) (*workerSandbox, error) {
 		s.kill()
 		return nil, fmt.Errorf("%w: %w", ErrWorkerUnavailable, err)
 	}
-	s.info = Info{Worker: true, Reason: "worker started (" + path + ")", PID: h.PID,
+	s.info = Info{Worker: true, Reason: "worker started (" + wc.about + ")", PID: h.PID,
 		PythonVersion: h.PythonVersion, PyodideVersion: h.PyodideVersion}
-	log.Info("sandbox started", "mode", "worker", "path", path)
+	log.Info("sandbox started", "mode", "worker", "path", path, "self_exec", wc.self)
 	return s, nil
 }
 

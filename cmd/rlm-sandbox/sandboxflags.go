@@ -115,6 +115,7 @@ func (o *sandboxOptions) config(logger *slog.Logger) supervisor.Config {
 		OnRLMQuery:  rlmQueryFunc(o.rlmCmd),
 		IndexURL:    o.indexURL,
 		Logger:      logger,
+		NoSelfExec:  true, // the CLI's worker is rlm-worker, not rlm-sandbox
 	}
 	if o.timeout <= 0 {
 		cfg.Timeout = -1 // the flag's 0 means never; the library's means the default

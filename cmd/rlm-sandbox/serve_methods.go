@@ -321,6 +321,7 @@ func (s *server) sandboxConfig(e *sandboxEntry, p createParams, bridges map[stri
 		MemoryLimit:     p.MemoryLimit,
 		IndexURL:        p.IndexURL,
 		Logger:          s.logger.With("sandbox", e.id),
+		NoSelfExec:      true, // the CLI's worker is rlm-worker, not rlm-sandbox
 	}
 	if p.TimeoutMS != nil {
 		cfg.Timeout = time.Duration(*p.TimeoutMS * float64(time.Millisecond))

@@ -1,0 +1,3 @@
+module zz.example/late
+
+go 1.21
