@@ -125,3 +125,25 @@ func ExamplePool() {
 	fmt.Print(ce.Stdout)
 	// Output: SUB-TASK INPUT
 }
+
+// A program's main that starts sandboxes. Built as usual, the call only
+// states the intent: when no rlm-worker binary is found, New starts this
+// program again as the sandbox's worker, and the package's initialiser
+// turns that copy into the worker before main. Built with -tags
+// rlmsandbox_noinithook, the call is what does it, and New re-executes the
+// program only after it has been made.
+func ExampleServeWorkerIfChild() {
+	supervisor.ServeWorkerIfChild() // in the worker, does not return
+
+	ctx := context.Background()
+	sb, err := supervisor.New(ctx, supervisor.Config{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer sb.Destroy()
+	// With no rlm-worker installed, the Reason is "worker started (self
+	// re-exec: ...)".
+	fmt.Println("worker process:", sb.Info().Worker)
+	// Output: worker process: true
+}

@@ -1,6 +1,3 @@
-// Package supervisor is the public Go API of rlm-sandbox: sandboxes that
-// run LLM-written Python in real CPython (Pyodide on wazero), one rlm-worker
-// process per sandbox, or in this process (direct mode).
 package supervisor
 
 import (

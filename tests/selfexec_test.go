@@ -39,8 +39,9 @@ type selfExecReport struct {
 }
 
 // buildSelfExec builds testdata/selfexec into a temporary module and
-// returns the binary. tags are go build's -tags.
-func buildSelfExec(t testing.TB, tags string) string {
+// returns the binary. tags are go build's -tags; patched builds it with the
+// wazero that `make build` patches, as the binaries are.
+func buildSelfExec(t testing.TB, tags string, patched bool) string {
 	t.Helper()
 	root, err := filepath.Abs("..")
 	if err != nil {
@@ -72,6 +73,17 @@ replace github.com/rlm-sandbox/rlm-sandbox => %s
 
 replace zz.example/late => ./late
 `, goLine, root)
+	if patched {
+		pmod, err := os.ReadFile(filepath.Join(root, "build/go.patched.mod"))
+		if err != nil {
+			t.Skipf("no patched wazero (run make): %v", err)
+		}
+		m := regexp.MustCompile(`(?m)^replace github.com/tetratelabs/wazero => \./(\S+)$`).FindSubmatch(pmod)
+		if m == nil {
+			t.Fatalf("build/go.patched.mod replaces no wazero")
+		}
+		gomod += "\nreplace github.com/tetratelabs/wazero => " + filepath.Join(root, string(m[1])) + "\n"
+	}
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +183,7 @@ func checkWorker(t *testing.T, r selfExecReport) {
 }
 
 func TestSelfExecWorker(t *testing.T) {
-	bin := buildSelfExec(t, "")
+	bin := buildSelfExec(t, "", false)
 	r, inits, _ := runSelfExec(t, bin, nil)
 	checkWorker(t, r)
 	// Every initialiser runs in the program; in the worker only those Go
@@ -192,7 +204,7 @@ func TestSelfExecWorker(t *testing.T) {
 // where it calls supervisor.ServeWorkerIfChild, and is never started as
 // one unless it does.
 func TestSelfExecExplicitEntryPoint(t *testing.T) {
-	bin := buildSelfExec(t, "rlmsandbox_noinithook")
+	bin := buildSelfExec(t, "rlmsandbox_noinithook", false)
 	t.Run("called", func(t *testing.T) {
 		r, inits, _ := runSelfExec(t, bin, []string{"SELFEXEC_CALL=1"})
 		checkWorker(t, r)
@@ -215,22 +227,30 @@ func TestSelfExecExplicitEntryPoint(t *testing.T) {
 
 // BenchmarkSelfExecNewReady compares starting a sandbox (New to a sandbox
 // that has answered Initialize) whose worker is the program itself with
-// one whose worker is bin/rlm-worker, from the same program. The program
-// is built with stock wazero, so its own worker keeps the bounds checks
-// that bin/rlm-worker (patched wazero) drops.
+// one whose worker is bin/rlm-worker, from the same program. Built with
+// plain go build, the program has stock wazero, so its own worker keeps
+// the bounds checks and the slower native-code load that bin/rlm-worker's
+// patched wazero removes; self-patched is the program built with the
+// patched wazero too, which isolates the cost of the re-exec itself.
 func BenchmarkSelfExecNewReady(b *testing.B) {
-	bin := buildSelfExec(b, "")
 	rlmWorker, err := filepath.Abs("../bin/rlm-worker")
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, c := range []struct {
-		name string
-		env  []string
-	}{{"self", nil}, {"rlm-worker", []string{"RLM_WORKER=" + rlmWorker}}} {
+		name    string
+		patched bool
+		env     []string
+	}{
+		{"self", false, nil},
+		{"self-patched", true, nil},
+		{"rlm-worker", false, []string{"RLM_WORKER=" + rlmWorker}},
+	} {
 		b.Run(c.name, func(b *testing.B) {
+			bin := buildSelfExec(b, "", c.patched)
+			b.ResetTimer()
 			r, _, _ := runSelfExec(b, bin, c.env, "-runs", fmt.Sprint(b.N))
-			if !r.Info.Worker || strings.Contains(r.Info.Reason, "self re-exec") != (c.name == "self") {
+			if self := strings.Contains(r.Info.Reason, "self re-exec"); !r.Info.Worker || self == (c.name == "rlm-worker") {
 				b.Fatalf("info %+v", r.Info)
 			}
 			var total time.Duration
