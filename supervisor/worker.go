@@ -85,6 +85,7 @@ func findWorker(path string) (string, error) {
 // workerCommand is how a worker process is started.
 type workerCommand struct {
 	path  string // the executable
+	name  string // the executable's name, for logs and errors
 	self  bool   // the running program, re-executed (see selfexec.go)
 	about string // for Info().Reason
 }
@@ -95,7 +96,7 @@ type workerCommand struct {
 func findWorkerCommand(cfg Config) (workerCommand, error) {
 	path, err := findWorker(cfg.WorkerPath)
 	if err == nil {
-		return workerCommand{path: path, about: path}, nil
+		return workerCommand{path: path, name: path, about: path}, nil
 	}
 	if cfg.WorkerPath != "" || cfg.NoSelfExec {
 		return workerCommand{}, fmt.Errorf("no rlm-worker binary: %v", err)
@@ -108,7 +109,7 @@ func findWorkerCommand(cfg Config) (workerCommand, error) {
 	if nerr != nil {
 		name = exe
 	}
-	return workerCommand{path: exe, self: true,
+	return workerCommand{path: exe, name: name, self: true,
 		about: "self re-exec: no rlm-worker binary, so the program " + name + " runs as its own worker"}, nil
 }
 
@@ -117,7 +118,6 @@ func newWorker(ctx context.Context, cfg Config) (*workerSandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrWorkerUnavailable, err)
 	}
-	path := wc.path
 	page, err := ipc.NewPage()
 	if err != nil {
 		return nil, fmt.Errorf("%w: interrupt page: %v", ErrWorkerUnavailable, err)
@@ -127,7 +127,7 @@ func newWorker(ctx context.Context, cfg Config) (*workerSandbox, error) {
 	if stageFile != nil {
 		args = append(args, "--stage-fd", "4")
 	}
-	cmd := exec.Command(path, args...)
+	cmd := exec.Command(wc.path, args...)
 	cmd.ExtraFiles = []*os.File{page.File()}
 	if stageFile != nil {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, stageFile)
@@ -172,7 +172,7 @@ func newWorker(ctx context.Context, cfg Config) (*workerSandbox, error) {
 		}
 		page.Close()
 		stdout.Close()
-		return nil, fmt.Errorf("%w: start %s: %v", ErrWorkerUnavailable, path, err)
+		return nil, fmt.Errorf("%w: start %s: %v", ErrWorkerUnavailable, wc.name, err)
 	}
 	s := &workerSandbox{
 		cfg: cfg, cmd: cmd, page: page, stageFile: stageFile, stdin: stdin, stdout: stdout, rd: ipc.NewReader(stdout), w: ipc.NewWriter(stdin),
@@ -216,7 +216,7 @@ func newWorker(ctx context.Context, cfg Config) (*workerSandbox, error) {
 	}
 	s.info = Info{Worker: true, Reason: "worker started (" + wc.about + ")", PID: h.PID,
 		PythonVersion: h.PythonVersion, PyodideVersion: h.PyodideVersion}
-	log.Info("sandbox started", "mode", "worker", "path", path, "self_exec", wc.self)
+	log.Info("sandbox started", "mode", "worker", "path", wc.name, "self_exec", wc.self)
 	return s, nil
 }
 

@@ -265,3 +265,59 @@ func BenchmarkSelfExecNewReady(b *testing.B) {
 		})
 	}
 }
+
+// The rlm-sandbox command's worker is rlm-worker, never rlm-sandbox
+// re-executed: with no rlm-worker to be found it runs the interpreter
+// in-process, with a warning, as it always has.
+func TestCLIWorkerIsRlmWorker(t *testing.T) {
+	copyBin := func(t *testing.T, dir, name string) {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join("../bin", name))
+		if err != nil {
+			t.Fatalf("%v (run `make` first)", err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(t *testing.T, dir string) (stdout, stderr string) {
+		t.Helper()
+		cmd := osexec.Command(filepath.Join(dir, "rlm-sandbox"), "exec", "--verbose")
+		for _, kv := range os.Environ() {
+			if k, _, _ := strings.Cut(kv, "="); k != "RLM_WORKER" && k != "PATH" {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		cmd.Env = append(cmd.Env, "PATH="+t.TempDir())
+		cmd.Stdin = strings.NewReader("print(6 * 7)\n")
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		cmd.WaitDelay = 10 * time.Second
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("rlm-sandbox exec: %v\nstderr:\n%s", err, errb.String())
+		}
+		if out.String() != "42\n" {
+			t.Fatalf("stdout %q, want 42\nstderr:\n%s", out.String(), errb.String())
+		}
+		return out.String(), errb.String()
+	}
+	t.Run("next to it", func(t *testing.T) {
+		dir := t.TempDir()
+		copyBin(t, dir, "rlm-sandbox")
+		copyBin(t, dir, "rlm-worker")
+		_, stderr := run(t, dir)
+		want := "mode=worker path=" + filepath.Join(dir, "rlm-worker") + " self_exec=false"
+		if !strings.Contains(stderr, want) {
+			t.Fatalf("stderr does not say %q:\n%s", want, stderr)
+		}
+	})
+	t.Run("missing", func(t *testing.T) {
+		dir := t.TempDir()
+		copyBin(t, dir, "rlm-sandbox")
+		_, stderr := run(t, dir)
+		if !strings.Contains(stderr, "level=WARN") || !strings.Contains(stderr, "no rlm-worker binary") ||
+			!strings.Contains(stderr, "running in-process") || strings.Contains(stderr, "mode=worker") {
+			t.Fatalf("want an in-process sandbox and a warning that no rlm-worker was found; stderr:\n%s", stderr)
+		}
+	})
+}
