@@ -46,14 +46,15 @@
 //     program's main package, nor any package of the program that uses the
 //     supervisor;
 //   - the program's other packages when Go orders them first. Since Go
-//     1.21 the order is by import path: at each step Go initialises the
-//     first package, in import-path order, whose imports are all
-//     initialised. A package that does not import this one is therefore
-//     initialised in the worker too when its import path, and those of the
-//     packages it imports that this one does not, sort before
+//     1.21 the order is by import path (the Go specification, "Program
+//     initialization"): at each step Go initialises the first package, in
+//     import-path order, whose imports are all initialised. A package that
+//     does not import this one is therefore initialised in the worker too
+//     when its import path, and those of the packages it imports (directly
+//     or not) that this one does not, sort before
 //     "github.com/rlm-sandbox/rlm-sandbox/supervisor" (example.com/app/...,
 //     github.com/acme/...); it is not when they all sort after every
-//     package this one depends on (zz.example/...); in between it depends
+//     package this one depends on (zz.example/...); in between, it depends
 //     on the rest of the program.
 //
 // So a side effect of such an initialiser (a file written, a connection

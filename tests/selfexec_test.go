@@ -2,7 +2,9 @@ package tests
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	osexec "os/exec"
@@ -198,6 +200,43 @@ func TestSelfExecWorker(t *testing.T) {
 	if len(inits) != 4 {
 		t.Errorf("init log %q: want 3 lines from the program, 1 from the worker", inits)
 	}
+}
+
+// This test binary, which imports the supervisor too, becomes its own
+// worker the same way; Config.NoSelfExec turns that off.
+func TestSelfExecOptOut(t *testing.T) {
+	t.Setenv("RLM_WORKER", "")
+	t.Setenv("PATH", t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	t.Run("self", func(t *testing.T) {
+		sb, err := supervisor.New(ctx, supervisor.Config{UseWorker: supervisor.WorkerAlways, StartTimeout: 10 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sb.Destroy()
+		if info := sb.Info(); !info.Worker || info.PID == os.Getpid() || !strings.Contains(info.Reason, "self re-exec") {
+			t.Fatalf("info %+v", info)
+		}
+		if err := sb.Initialize(ctx, "x"); err != nil {
+			t.Fatal(err)
+		}
+		if ce := exec(t, sb, "print(context * 3)"); ce.Stdout != "xxx\n" {
+			t.Fatalf("%+v", ce)
+		}
+	})
+	t.Run("NoSelfExec", func(t *testing.T) {
+		_, err := supervisor.New(ctx, supervisor.Config{UseWorker: supervisor.WorkerAlways, NoSelfExec: true})
+		if !errors.Is(err, supervisor.ErrWorkerUnavailable) || !strings.Contains(err.Error(), "no rlm-worker binary") {
+			t.Fatalf("err = %v, want ErrWorkerUnavailable for want of an rlm-worker binary", err)
+		}
+	})
+	t.Run("WorkerPath", func(t *testing.T) {
+		_, err := supervisor.New(ctx, supervisor.Config{UseWorker: supervisor.WorkerAlways, WorkerPath: "/nonexistent/rlm-worker"})
+		if !errors.Is(err, supervisor.ErrWorkerUnavailable) {
+			t.Fatalf("err = %v, want ErrWorkerUnavailable: an explicit WorkerPath is the only worker tried", err)
+		}
+	})
 }
 
 // Built with rlmsandbox_noinithook, the program becomes a worker only
