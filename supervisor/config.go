@@ -18,7 +18,8 @@ type WorkerMode int
 
 const (
 	// WorkerAuto uses a worker process when one can be started, else runs
-	// the interpreter in-process (direct mode).
+	// the interpreter in-process (direct mode) and logs a warning through
+	// Config.Logger.
 	WorkerAuto WorkerMode = iota
 	// WorkerAlways requires a worker process; New fails without one.
 	WorkerAlways

@@ -60,7 +60,9 @@ type Sandbox interface {
 
 // Info describes a sandbox.
 type Info struct {
-	// Worker is true when the interpreter runs in an rlm-worker process.
+	// Worker is true when the interpreter runs in a worker process:
+	// rlm-worker, or the running program re-executed as one (see the
+	// package documentation).
 	Worker bool
 	// Reason says why this mode was chosen.
 	Reason string
