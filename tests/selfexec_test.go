@@ -210,7 +210,8 @@ func TestSelfExecOptOut(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	t.Run("self", func(t *testing.T) {
-		sb, err := supervisor.New(ctx, supervisor.Config{UseWorker: supervisor.WorkerAlways, StartTimeout: 10 * time.Minute})
+		sb, err := supervisor.New(ctx, supervisor.Config{UseWorker: supervisor.WorkerAlways, StartTimeout: 10 * time.Minute,
+			MemoryLimit: 256 << 20})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -223,6 +224,10 @@ func TestSelfExecOptOut(t *testing.T) {
 		}
 		if ce := exec(t, sb, "print(context * 3)"); ce.Stdout != "xxx\n" {
 			t.Fatalf("%+v", ce)
+		}
+		// The worker gets rlm-worker's flags, so the same limits.
+		if ce := exec(t, sb, "x = bytearray(512 * 1024 * 1024)"); ce.ErrorType != "MemoryError" {
+			t.Fatalf("512 MB under a 256 MB limit: %+v", ce)
 		}
 	})
 	t.Run("NoSelfExec", func(t *testing.T) {
