@@ -25,8 +25,10 @@ PATCHED_MOD := build/go.patched.mod
 $(PATCHED_MOD): scripts/patch-wazero.sh patches/wazero $(wildcard patches/wazero/*.patch) go.mod go.sum
 	bash scripts/patch-wazero.sh
 
+# CGO_ENABLED=0: the worker restricts all its threads with Landlock
+# (syscall.AllThreadsSyscall), which a binary linked with cgo cannot.
 build: $(PATCHED_MOD)
-	$(GO) build -modfile=$(PATCHED_MOD) -o bin/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build -modfile=$(PATCHED_MOD) -o bin/ ./cmd/...
 
 # Compiles Pyodide to native code (cached on disk) and the standard library
 # to bytecode with the guest's own CPython.

@@ -13,6 +13,12 @@ type Hello struct {
 	PythonVersion   string `msgpack:"python"`  // e.g. "3.12.7"
 	PyodideVersion  string `msgpack:"pyodide"` // e.g. "0.27.2"
 	PID             int    `msgpack:"pid"`     // the worker's process id
+	// Hardened lists, comma-separated, the lock-down layers the worker
+	// applied to itself before running any code (e.g. "seccomp,landlock"),
+	// and Refused, one per line, the ones it could not, as "layer: why".
+	// Both are empty when the worker was told not to lock down.
+	Hardened string `msgpack:"hardened"`
+	Refused  string `msgpack:"refused"`
 }
 
 // Error is the reply to a request that failed as a request (malformed,

@@ -39,6 +39,36 @@ func (m WorkerMode) String() string {
 	return fmt.Sprintf("WorkerMode(%d)", int(m))
 }
 
+// Hardening says whether a worker process locks itself down.
+type Hardening int
+
+const (
+	// HardeningOn, the default, locks each worker down before it runs any
+	// code: on Linux its own process group, new user and network
+	// namespaces where the kernel lets an unprivileged process create them,
+	// no_new_privs, rlimits, a Landlock ruleset with no file system access
+	// and a seccomp allow-list (no file opened, no socket, no process
+	// started). What the kernel refuses is logged and reported by
+	// Info.HardeningRefused, and the worker runs with the rest.
+	HardeningOn Hardening = iota
+	// HardeningOff starts workers as plain child processes, for debugging
+	// the worker itself (strace, a debugger, perf). Risk: the Python code
+	// is then confined by the WebAssembly boundary alone; a bug in the
+	// engine or a host function would give it the supervisor's user,
+	// files and network.
+	HardeningOff
+)
+
+func (h Hardening) String() string {
+	switch h {
+	case HardeningOn:
+		return "on"
+	case HardeningOff:
+		return "off"
+	}
+	return fmt.Sprintf("Hardening(%d)", int(h))
+}
+
 // Defaults, applied by New to zero fields of Config.
 const (
 	DefaultTimeout         = 30 * time.Second
@@ -83,6 +113,10 @@ type Config struct {
 	// worker when it finds no rlm-worker binary: WorkerAuto then runs the
 	// interpreter in-process, WorkerAlways fails. Default: false.
 	NoSelfExec bool
+	// Hardening locks worker processes down (see HardeningOn). It has no
+	// effect in direct mode, which cannot lock down the calling process.
+	// Default: HardeningOn.
+	Hardening Hardening
 	// StartTimeout bounds starting a worker and booting its interpreter.
 	// Default: DefaultStartTimeout (60 s: the first run on a machine
 	// compiles Pyodide).
@@ -215,6 +249,9 @@ func (c Config) workerArgs() []string {
 	}
 	if c.NoSnapshot {
 		args = append(args, "--no-snapshot")
+	}
+	if c.Hardening == HardeningOff {
+		args = append(args, "--harden=false")
 	}
 	return args
 }

@@ -47,7 +47,8 @@ func newDirect(ctx context.Context, cfg Config, reason string) (*direct, error) 
 	}
 	d.in = in
 	d.started = time.Now()
-	d.info = Info{Reason: reason, PythonVersion: in.PythonVersion(), PyodideVersion: runtime.PyodideVersion}
+	d.info = Info{Reason: reason, PythonVersion: in.PythonVersion(), PyodideVersion: runtime.PyodideVersion,
+		HardeningRefused: []string{directRefusal}}
 	cfg.Logger.Info("sandbox started", "mode", "direct", "reason", reason)
 	return d, nil
 }
@@ -225,11 +226,15 @@ func (d *direct) Stats(ctx context.Context) (Stats, error) {
 		return Stats{}, err
 	}
 	return Stats{
+		HardeningRefused:  d.info.HardeningRefused,
 		LinearMemoryBytes: d.in.MemorySize(),
 		Executions:        uint64(d.in.Executions()),
 		Uptime:            time.Since(d.started),
 	}, nil
 }
+
+// directRefusal is why a direct sandbox is not locked down.
+const directRefusal = "all: direct mode runs the interpreter in the calling process, which cannot be locked down; only the WebAssembly boundary confines the code"
 
 // fail turns a runtime error into the supervisor's.
 func (d *direct) fail(what string, err error) error {

@@ -1,16 +1,67 @@
 package supervisor
 
 import (
+	"errors"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
-// setProcAttr makes the kernel kill the worker if the supervisor dies.
-func setProcAttr(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+// setProcAttr makes the kernel kill the worker if the supervisor dies and,
+// when hardened, puts it in a process group of its own (a signal to the
+// supervisor's group does not reach it) and, with ns, in new user and
+// network namespaces: the worker keeps its user and files (its user maps
+// to itself) but has no network interface at all. It returns the layers
+// it asked for.
+func setProcAttr(cmd *exec.Cmd, h Hardening, ns bool) []string {
+	attr := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = attr
+	if h != HardeningOn {
+		return nil
+	}
+	attr.Setpgid = true
+	layers := []string{"pgid"}
+	if ns {
+		attr.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getuid(), HostID: os.Getuid(), Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getgid(), HostID: os.Getgid(), Size: 1}}
+		attr.GidMappingsEnableSetgroups = false
+		layers = append(layers, "userns", "netns")
+	}
+	return layers
+}
+
+// namespaces remembers why the kernel refused new namespaces, once it has:
+// later workers start without trying again.
+var namespaces struct {
+	sync.Mutex
+	refused string
+}
+
+// namespacesRefused is why new namespaces cannot be used ("" if they may).
+func namespacesRefused() string {
+	namespaces.Lock()
+	defer namespaces.Unlock()
+	return namespaces.refused
+}
+
+// refuseNamespaces records that starting a worker in new namespaces failed
+// with err, if err is the kernel refusing them, and reports whether it was.
+func refuseNamespaces(err error) bool {
+	// EPERM: unprivileged user namespaces are disabled (sysctl, AppArmor,
+	// seccomp of a container); EINVAL: not built in; ENOSPC/EUSERS: the
+	// namespace limit is reached or zero.
+	if !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSPC) &&
+		!errors.Is(err, unix.EUSERS) && !errors.Is(err, unix.EACCES) {
+		return false
+	}
+	namespaces.Lock()
+	namespaces.refused = "userns, netns: the kernel refused new namespaces (" + err.Error() + ")"
+	namespaces.Unlock()
+	return true
 }
 
 // enlargePipe asks for a pipe buffer of up to 1 MiB (the default is 64 KiB,

@@ -7,6 +7,10 @@ import (
 	"os/exec"
 )
 
-func setProcAttr(cmd *exec.Cmd) {}
+func setProcAttr(*exec.Cmd, Hardening, bool) []string { return nil }
+
+func namespacesRefused() string { return "userns, netns: Linux only" }
+
+func refuseNamespaces(error) bool { return false }
 
 func enlargePipe(*os.File) {}

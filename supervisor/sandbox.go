@@ -70,6 +70,15 @@ type Info struct {
 	PID int
 	// PythonVersion and PyodideVersion of the interpreter.
 	PythonVersion, PyodideVersion string
+	// Hardening lists the lock-down layers applied to the worker process:
+	// "pgid" (a process group of its own), "userns" and "netns" (new user
+	// and network namespaces: no network interface), and those the worker
+	// applied to itself, "rlimits", "no_new_privs", "landlock", "seccomp".
+	// Empty in direct mode and with HardeningOff.
+	Hardening []string
+	// HardeningRefused lists, as "layer: why", what could not be applied
+	// (the kernel refused it, or direct mode cannot).
+	HardeningRefused []string
 }
 
 // Stats is a sandbox's resource use.
@@ -85,6 +94,8 @@ type Stats struct {
 	Executions uint64
 	// Uptime is the time since the interpreter started.
 	Uptime time.Duration
+	// Hardening and HardeningRefused as in Info.
+	Hardening, HardeningRefused []string
 }
 
 // CodeExecution is the result of Execute.

@@ -118,6 +118,36 @@ func newWorker(ctx context.Context, cfg Config) (*workerSandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrWorkerUnavailable, err)
 	}
+	if cfg.Hardening != HardeningOn {
+		return startWorker(ctx, cfg, wc, false, nil)
+	}
+	if why := namespacesRefused(); why != "" {
+		return startWorker(ctx, cfg, wc, false, []string{why})
+	}
+	s, err := startWorker(ctx, cfg, wc, true, nil)
+	switch {
+	case errors.Is(err, errNamespaces):
+		why := namespacesRefused()
+		cfg.Logger.Warn("worker: starting without new namespaces", "why", why)
+		return startWorker(ctx, cfg, wc, false, []string{why})
+	case errors.Is(err, runtime.ErrDistribution):
+		// The worker may have had to download Pyodide, which a network
+		// namespace forbids: it gets the network, this once.
+		why := "userns, netns: Pyodide could not be loaded without the network (" + err.Error() + ")"
+		cfg.Logger.Warn("worker: starting without new namespaces", "why", why)
+		return startWorker(ctx, cfg, wc, false, []string{why})
+	}
+	return s, err
+}
+
+// errNamespaces is the kernel refusing to start a worker in new
+// namespaces.
+var errNamespaces = errors.New("supervisor: new namespaces refused")
+
+// startWorker starts the worker wc, in new namespaces if ns, and
+// waits for its hello. refused lists the layers already known to be
+// refused.
+func startWorker(ctx context.Context, cfg Config, wc workerCommand, ns bool, refused []string) (*workerSandbox, error) {
 	page, err := ipc.NewPage()
 	if err != nil {
 		return nil, fmt.Errorf("%w: interrupt page: %v", ErrWorkerUnavailable, err)
@@ -139,7 +169,7 @@ func newWorker(ctx context.Context, cfg Config) (*workerSandbox, error) {
 		cmd.Args[0] = "rlm-worker"
 		cmd.Env = append(cmd.Env, workerEnv+"=1")
 	}
-	setProcAttr(cmd)
+	layers := setProcAttr(cmd, cfg.Hardening, ns)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		page.Close()
@@ -172,6 +202,9 @@ func newWorker(ctx context.Context, cfg Config) (*workerSandbox, error) {
 		}
 		page.Close()
 		stdout.Close()
+		if ns && refuseNamespaces(err) {
+			return nil, fmt.Errorf("%w: %v", errNamespaces, err)
+		}
 		return nil, fmt.Errorf("%w: start %s: %v", ErrWorkerUnavailable, wc.name, err)
 	}
 	s := &workerSandbox{
@@ -214,9 +247,16 @@ func newWorker(ctx context.Context, cfg Config) (*workerSandbox, error) {
 		s.kill()
 		return nil, fmt.Errorf("%w: %w", ErrWorkerUnavailable, err)
 	}
+	if h.Hardened != "" {
+		layers = append(layers, strings.Split(h.Hardened, ",")...)
+	}
+	if h.Refused != "" {
+		refused = append(refused, strings.Split(h.Refused, "\n")...)
+	}
 	s.info = Info{Worker: true, Reason: "worker started (" + wc.about + ")", PID: h.PID,
-		PythonVersion: h.PythonVersion, PyodideVersion: h.PyodideVersion}
-	log.Info("sandbox started", "mode", "worker", "path", wc.name, "self_exec", wc.self)
+		PythonVersion: h.PythonVersion, PyodideVersion: h.PyodideVersion,
+		Hardening: layers, HardeningRefused: refused}
+	log.Info("sandbox started", "mode", "worker", "path", wc.name, "self_exec", wc.self, "hardening", layers, "refused", refused)
 	return s, nil
 }
 
@@ -700,7 +740,8 @@ func (s *workerSandbox) Stats(ctx context.Context) (Stats, error) {
 		return Stats{}, fmt.Errorf("%w: %v in reply to stats", ErrProtocol, m.Kind)
 	}
 	return Stats{Worker: true, PID: s.info.PID, RSSBytes: r.RSSBytes, LinearMemoryBytes: r.LinearMemoryBytes,
-		Executions: r.Executions, Uptime: time.Duration(r.UptimeNanos)}, nil
+		Executions: r.Executions, Uptime: time.Duration(r.UptimeNanos),
+		Hardening: s.info.Hardening, HardeningRefused: s.info.HardeningRefused}, nil
 }
 
 func (s *workerSandbox) Cancel() {

@@ -123,6 +123,10 @@ type (
 		PID            int    `json:"pid"`
 		PythonVersion  string `json:"python_version"`
 		PyodideVersion string `json:"pyodide_version"`
+		// The worker's lock-down (supervisor.Info): what was applied, and
+		// what was refused and why.
+		Hardening        []string `json:"hardening"`
+		HardeningRefused []string `json:"hardening_refused"`
 	}
 	executeParams struct {
 		sandboxParam
@@ -170,7 +174,16 @@ func (p *variableParams) validate() error {
 }
 
 func newCreateResult(id string, info supervisor.Info) createResult {
-	return createResult{Sandbox: id, Worker: info.Worker, PID: info.PID, PythonVersion: info.PythonVersion, PyodideVersion: info.PyodideVersion}
+	return createResult{Sandbox: id, Worker: info.Worker, PID: info.PID, PythonVersion: info.PythonVersion, PyodideVersion: info.PyodideVersion,
+		Hardening: nonNil(info.Hardening), HardeningRefused: nonNil(info.HardeningRefused)}
+}
+
+// nonNil makes an empty list [] in JSON, not null.
+func nonNil(l []string) []string {
+	if l == nil {
+		return []string{}
+	}
+	return l
 }
 
 func invalidParams(format string, args ...any) *rpcError {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime/debug"
+	"strings"
 
 	"github.com/rlm-sandbox/rlm-sandbox/ipc"
 	"github.com/rlm-sandbox/rlm-sandbox/runtime"
@@ -23,6 +24,9 @@ type versionInfo struct {
 	WorkerProtocol int    `json:"worker_protocol"` // between rlm-sandbox and rlm-worker
 	Pyodide        string `json:"pyodide"`
 	Python         string `json:"python,omitempty"`
+	// The lock-down of a worker started to answer (supervisor.Info).
+	Hardening        []string `json:"hardening,omitempty"`
+	HardeningRefused []string `json:"hardening_refused,omitempty"`
 }
 
 func newVersionInfo() versionInfo {
@@ -68,7 +72,9 @@ func newVersionCmd(ios *iostreams, runF func(*versionOptions) error) *cobra.Comm
 		Short: "Print the versions of rlm-sandbox, its protocols, Pyodide and Python",
 		Long: `Prints the versions of rlm-sandbox, of the serve protocol and the worker
 protocol, of Pyodide, and of the Python it runs (which starts an
-interpreter, so it also checks that Pyodide is in place).`,
+interpreter, in an rlm-worker when one is found, so it also checks that
+Pyodide is in place), and how that worker is locked down: the layers
+applied, and those the kernel refused.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
@@ -85,9 +91,10 @@ func runVersion(parent context.Context, ios *iostreams, o *versionOptions) error
 	ctx, stop := interruptContext(parent)
 	defer stop()
 	v := newVersionInfo()
-	sb, err := supervisor.NewDirect(ctx, supervisor.Config{})
+	sb, err := supervisor.New(ctx, supervisor.Config{})
 	if err == nil {
-		v.Python = sb.Info().PythonVersion
+		info := sb.Info()
+		v.Python, v.Hardening, v.HardeningRefused = info.PythonVersion, info.Hardening, info.HardeningRefused
 		sb.Destroy()
 	}
 	if o.json {
@@ -102,6 +109,16 @@ func runVersion(parent context.Context, ios *iostreams, o *versionOptions) error
 		}
 		fmt.Fprintf(ios.Out, "rlm-sandbox %s\nprotocol    %d (serve, JSON-RPC 2.0); worker protocol %d\npyodide     %s\npython      %s\n",
 			v.RLMSandbox, v.Protocol, v.WorkerProtocol, v.Pyodide, python)
+		if err == nil {
+			hardening := strings.Join(v.Hardening, ", ")
+			if hardening == "" {
+				hardening = "none"
+			}
+			fmt.Fprintf(ios.Out, "hardening   %s\n", hardening)
+			for _, r := range v.HardeningRefused {
+				fmt.Fprintf(ios.Out, "  refused   %s\n", r)
+			}
+		}
 	}
 	return orInterrupted(ctx, err)
 }

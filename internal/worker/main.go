@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/rlm-sandbox/rlm-sandbox/internal/harden"
 	"github.com/rlm-sandbox/rlm-sandbox/ipc"
 	"github.com/rlm-sandbox/rlm-sandbox/runtime"
 	"golang.org/x/sys/unix"
@@ -45,6 +46,7 @@ func Main(args []string) int {
 	noSnapshot := fl.Bool("no-snapshot", false, "boot CPython instead of starting from the boot snapshot")
 	pageFD := fl.Int("interrupt-fd", 3, "inherited descriptor of the interrupt page")
 	stageFD := fl.Int("stage-fd", -1, "inherited descriptor of the staging file the supervisor writes large values to (-1: none; they come in Stage frames)")
+	lockDown := fl.Bool("harden", true, "lock the process down (seccomp, Landlock, rlimits, no_new_privs) once Pyodide is loaded, before any code runs; false is for debugging only: the code then runs with the worker's user, files and network")
 	if err := fl.Parse(args); err != nil {
 		return 2
 	}
@@ -94,7 +96,11 @@ func Main(args []string) int {
 	if *stageFD >= 0 {
 		stageFile = os.NewFile(uintptr(*stageFD), "stage")
 	}
-	err = Serve(context.Background(), os.Stdin, proto, Options{Runtime: cfg, Log: log, Attention: attention, Ready: ready, StageFile: stageFile})
+	opts := Options{Runtime: cfg, Log: log, Attention: attention, Ready: ready, StageFile: stageFile}
+	if *lockDown {
+		opts.Harden = harden.Apply
+	}
+	err = Serve(context.Background(), os.Stdin, proto, opts)
 	if err != nil {
 		log.Error("worker stopped", "err", err)
 		return 1

@@ -15,6 +15,7 @@ import (
 	"unsafe"
 
 	"github.com/rlm-sandbox/rlm-sandbox/internal/convert"
+	"github.com/rlm-sandbox/rlm-sandbox/internal/harden"
 	"github.com/rlm-sandbox/rlm-sandbox/ipc"
 	"github.com/rlm-sandbox/rlm-sandbox/runtime"
 )
@@ -37,6 +38,11 @@ type Options struct {
 	// StageFile is the staging file the supervisor shares (see
 	// ipc.Stage.File), or nil.
 	StageFile *os.File
+	// Harden, when set, locks the process down once the interpreter is
+	// loaded, before the hello is sent and any request read; its report
+	// goes in the hello. (harden.Apply; unset in a process that must not
+	// be locked down.)
+	Harden func() harden.Report
 }
 
 // Serve boots an interpreter, sends the hello, and answers requests read
@@ -72,12 +78,27 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 	defer interp.Close()
 	s.interp = interp
 	s.start = time.Now()
-	if err := w.WriteMessage(ipc.KindHello, 0, ipc.Hello{
+	hello := ipc.Hello{
 		ProtocolVersion: ipc.ProtocolVersion,
 		PythonVersion:   interp.PythonVersion(),
 		PyodideVersion:  runtime.PyodideVersion,
 		PID:             os.Getpid(),
-	}); err != nil {
+	}
+	if opts.Harden != nil {
+		// What the worker reads later is opened now: no file can be
+		// opened once locked down.
+		openStatm()
+		_ = time.Now().Local() // loads the local time zone
+		rep := opts.Harden()
+		hello.Hardened, hello.Refused = strings.Join(rep.Applied, ","), strings.Join(rep.Refused, "\n")
+		if len(rep.Refused) > 0 {
+			log.Warn("lock-down incomplete", "applied", rep.Applied, "refused", rep.Refused)
+		}
+		if escapeProbe != nil {
+			escapeProbe(log)
+		}
+	}
+	if err := w.WriteMessage(ipc.KindHello, 0, hello); err != nil {
 		return fmt.Errorf("worker: send hello: %w", err)
 	}
 	if opts.Ready != nil {
@@ -330,14 +351,33 @@ func (s *server) execute(ctx context.Context, id uint64, b ipc.Execute) error {
 	return s.out.send(ipc.KindResult, id, r)
 }
 
+// escapeProbe, set only in test builds (build tag rlmescape), tries to
+// get out of the locked-down process and logs how each attempt failed.
+var escapeProbe func(*slog.Logger)
+
+// statm is /proc/self/statm, opened before the lock-down (rss).
+var (
+	statmOnce sync.Once
+	statm     *os.File
+)
+
+func openStatm() {
+	statmOnce.Do(func() { statm, _ = os.Open("/proc/self/statm") })
+}
+
 // rss reads the process's resident set size from /proc (0 elsewhere).
 func rss() uint64 {
-	b, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
+	openStatm()
+	if statm == nil {
+		return 0
+	}
+	var buf [128]byte
+	n, err := statm.ReadAt(buf[:], 0)
+	if n == 0 && err != nil {
 		return 0
 	}
 	var size, res uint64
-	if _, err := fmt.Sscan(strings.TrimSpace(string(b)), &size, &res); err != nil {
+	if _, err := fmt.Sscan(strings.TrimSpace(string(buf[:n])), &size, &res); err != nil {
 		return 0
 	}
 	return res * uint64(os.Getpagesize())
