@@ -123,8 +123,8 @@ type lineLog struct {
 }
 
 func (l *lineLog) Enabled(context.Context, slog.Level) bool { return true }
-func (l *lineLog) WithAttrs([]slog.Attr) slog.Handler      { return l }
-func (l *lineLog) WithGroup(string) slog.Handler           { return l }
+func (l *lineLog) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *lineLog) WithGroup(string) slog.Handler            { return l }
 func (l *lineLog) Handle(_ context.Context, r slog.Record) error {
 	r.Attrs(func(a slog.Attr) bool {
 		if a.Key == "line" {
