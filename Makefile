@@ -8,7 +8,7 @@ PYODIDE_DIR := $(RLM_SANDBOX_CACHE)/pyodide-npm-$(PYODIDE_VERSION)
 BINS := bin/rlm-sandbox bin/rlm-worker
 RACE_PKGS := ./supervisor/... ./ipc/... ./runtime/internal/... ./tests/
 
-.PHONY: all pyodide build prepare test bench check fuzz clean
+.PHONY: all pyodide build prepare test soak bench check fuzz clean
 
 all: build prepare
 
@@ -42,6 +42,12 @@ test: all
 	$(GO) test -count=1 -timeout 20m ./...
 	cd "$$(sed -n 's|^replace github.com/tetratelabs/wazero => ./||p' $(PATCHED_MOD))" && \
 		$(GO) test -count=1 -timeout 10m $(WAZERO_PATCH_TESTS)
+
+# The load, leak and chaos suite at full size (`make test` runs a short
+# version of each case), and the escape and hostile-program tests; at most
+# 10 minutes.
+soak: all
+	RLM_SOAK=1 $(GO) test -count=1 -timeout 10m -v -run 'TestSoak|TestSupervisorKilled|TestHostilePrograms|TestEscape|TestHardening' ./tests/
 
 bench: all
 	$(GO) test -run '^$$' -bench . -benchtime 20x -timeout 30m ./...
