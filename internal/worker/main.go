@@ -23,6 +23,9 @@ import (
 // returns the exit code. Both cmd/rlm-worker and a program that the
 // supervisor re-executes as its own worker call it; it takes over the
 // process's signals and descriptors 0-2, so nothing else may run beside it.
+// Once Pyodide is loaded it locks the whole process down (unless
+// -harden=false; see internal/harden): from then on no file can be opened,
+// no socket made, no process started, by any goroutine of the program.
 func Main(args []string) int {
 	fl := flag.NewFlagSet("rlm-worker", flag.ContinueOnError)
 	pyodide := fl.String("pyodide", "", "Pyodide directory, loaded as is (default: the runtime's index URLs)")
