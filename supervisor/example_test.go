@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
@@ -146,4 +147,34 @@ func ExampleServeWorkerIfChild() {
 	// re-exec: ...)".
 	fmt.Println("worker process:", sb.Info().Worker)
 	// Output: worker process: true
+}
+
+// A worker locks itself down before it runs any code; Info says how. The
+// layers the kernel refused are in HardeningRefused, each with the reason.
+func ExampleInfo_hardening() {
+	ctx := context.Background()
+	sb, err := supervisor.New(ctx, supervisor.Config{UseWorker: supervisor.WorkerAlways})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer sb.Destroy()
+	info := sb.Info()
+	fmt.Println("applied:", strings.Join(info.Hardening, ", "))
+	for _, why := range info.HardeningRefused {
+		fmt.Println("refused:", why)
+	}
+}
+
+// HardeningOff is for debugging the worker itself (strace, a debugger):
+// the code is then confined by the WebAssembly boundary alone.
+func ExampleHardening_off() {
+	ctx := context.Background()
+	sb, err := supervisor.New(ctx, supervisor.Config{UseWorker: supervisor.WorkerAlways, Hardening: supervisor.HardeningOff})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer sb.Destroy()
+	fmt.Println(len(sb.Info().Hardening)) // 0
 }
