@@ -159,43 +159,38 @@ func escapeWorker(t *testing.T) string {
 	return exe
 }
 
-// TestEscape runs a worker that, once locked down, tries from Go what code
-// that broke through the WebAssembly boundary would: every attempt must
-// fail with a permission error.
-func TestEscape(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a worker")
-	}
-	exe := escapeWorker(t)
+// escapeAttempt is one attempt the probe logged.
+type escapeAttempt struct {
+	Msg     string `json:"msg"`
+	Attempt string `json:"attempt"`
+	Err     string `json:"err"`
+	Denied  bool   `json:"denied"`
+}
+
+// runProbe starts the escape worker exe and returns its attempts by name,
+// with the sandbox (usable afterwards) and the listener it was to reach.
+func runProbe(t *testing.T, exe string) (map[string]escapeAttempt, supervisor.Sandbox, net.Listener) {
+	t.Helper()
 	l, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	t.Cleanup(func() { l.Close() })
 	t.Setenv("RLM_ESCAPE_PROBE", l.Addr().String())
 	logs := &lineLog{ch: make(chan string, 100)}
-	ctx := context.Background()
-	sb, err := supervisor.New(ctx, supervisor.Config{UseWorker: supervisor.WorkerAlways, WorkerPath: exe, Logger: slog.New(logs)})
+	sb, err := supervisor.New(context.Background(), supervisor.Config{UseWorker: supervisor.WorkerAlways, WorkerPath: exe, Logger: slog.New(logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sb.Destroy()
-	pid := sb.Info().PID
+	t.Cleanup(func() { sb.Destroy() })
 	t.Logf("applied %v, refused %v", sb.Info().Hardening, sb.Info().HardeningRefused)
-
-	type attempt struct {
-		Msg     string `json:"msg"`
-		Attempt string `json:"attempt"`
-		Err     string `json:"err"`
-		Denied  bool   `json:"denied"`
-	}
-	got := map[string]attempt{}
+	got := map[string]escapeAttempt{}
 	deadline := time.NewTimer(time.Minute)
 	defer deadline.Stop()
-	for done := false; !done; {
+	for {
 		select {
 		case line := <-logs.ch:
-			var a attempt
+			var a escapeAttempt
 			if json.Unmarshal([]byte(line), &a) != nil {
 				continue
 			}
@@ -203,19 +198,21 @@ func TestEscape(t *testing.T) {
 			case "escape":
 				got[a.Attempt] = a
 			case "escape done":
-				done = true
+				return got, sb, l
 			}
 		case <-deadline.C:
+			logs.mu.Lock()
+			defer logs.mu.Unlock()
 			t.Fatalf("the probe did not finish within a minute; logs so far: %q", logs.lines)
 		}
 	}
-	for _, name := range []string{
-		"open /etc/passwd",
-		fmt.Sprintf("create /tmp/rlm-escape-%d", pid),
-		"socket", "dial " + l.Addr().String(),
-		"execve /bin/sh", "os/exec /bin/sh", "fork", "vfork",
-		"ptrace attach 1", "kill 1", "mount", "unshare user", "bpf", "setrlimit nofile",
-	} {
+}
+
+// checkDenied asserts that each named attempt failed with a permission
+// error.
+func checkDenied(t *testing.T, got map[string]escapeAttempt, names ...string) {
+	t.Helper()
+	for _, name := range names {
 		a, ok := got[name]
 		switch {
 		case !ok:
@@ -226,20 +223,67 @@ func TestEscape(t *testing.T) {
 			t.Logf("%s: %s", name, a.Err)
 		}
 	}
-	if _, err := os.Stat(fmt.Sprintf("/tmp/rlm-escape-%d", pid)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the probe's file exists in /tmp (%v)", err)
-	}
-	// Nothing reached the listener: Accept finds no connection waiting.
+}
+
+// noConnection asserts that nothing reached the listener: Accept finds no
+// connection waiting.
+func noConnection(t *testing.T, l net.Listener) {
+	t.Helper()
 	_ = l.(*net.TCPListener).SetDeadline(time.Now())
 	if c, err := l.Accept(); err == nil {
 		c.Close()
 		t.Errorf("the worker connected to the test's listener")
 	}
-	// And the worker still works.
-	if err := sb.Initialize(ctx, "x"); err != nil {
-		t.Fatal(err)
+}
+
+// TestEscape runs a worker that, once locked down, tries from Go what code
+// that broke through the WebAssembly boundary would: every attempt must
+// fail with a permission error.
+func TestEscape(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a worker")
 	}
-	if res, err := sb.Execute(ctx, "print(6*7)"); err != nil || res.Stdout != "42\n" {
-		t.Fatalf("execute after the probe: %+v, %v", res, err)
-	}
+	exe := escapeWorker(t)
+	t.Run("all layers", func(t *testing.T) {
+		got, sb, l := runProbe(t, exe)
+		pid := sb.Info().PID
+		checkDenied(t, got,
+			"open /etc/passwd",
+			fmt.Sprintf("create /tmp/rlm-escape-%d", pid),
+			"socket", "dial "+l.Addr().String(),
+			"execve /bin/sh", "os/exec /bin/sh", "fork", "vfork",
+			"ptrace attach 1", "kill 1", "mount", "unshare user", "bpf", "setrlimit nofile")
+		if _, err := os.Stat(fmt.Sprintf("/tmp/rlm-escape-%d", pid)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the probe's file exists in /tmp (%v)", err)
+		}
+		noConnection(t, l)
+		// And the worker still works.
+		ctx := context.Background()
+		if err := sb.Initialize(ctx, "x"); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := sb.Execute(ctx, "print(6*7)"); err != nil || res.Stdout != "42\n" {
+			t.Fatalf("execute after the probe: %+v, %v", res, err)
+		}
+	})
+	// Each wall holds on its own: without seccomp, Landlock still denies
+	// the files and the executable.
+	t.Run("landlock alone", func(t *testing.T) {
+		t.Setenv("RLM_ESCAPE_NO_SECCOMP", "1")
+		got, sb, l := runProbe(t, exe)
+		if !slices.Contains(sb.Info().Hardening, "landlock") {
+			t.Skipf("no Landlock here: %v", sb.Info().HardeningRefused)
+		}
+		if slices.Contains(sb.Info().Hardening, "seccomp") {
+			t.Fatalf("seccomp applied: %v", sb.Info().Hardening)
+		}
+		pid := sb.Info().PID
+		checkDenied(t, got, "open /etc/passwd", fmt.Sprintf("create /tmp/rlm-escape-%d", pid), "execve /bin/sh", "os/exec /bin/sh")
+		if a := got["connect "+l.Addr().String()]; a.Err == "<nil>" || a.Err == "" {
+			t.Errorf("connect: %+v, want it refused (Landlock, or the network namespace)", a)
+		} else {
+			t.Logf("connect: %s", a.Err)
+		}
+		noConnection(t, l)
+	})
 }

@@ -62,6 +62,12 @@ func init() {
 		report("execve /bin/sh", err)
 		err = exec.Command("/bin/sh", "-c", "true").Run()
 		report("os/exec /bin/sh", err)
+		if os.Getenv("RLM_ESCAPE_NO_SECCOMP") == "1" {
+			// What follows is seccomp's alone (a vfork that succeeded
+			// would run on in this process's memory).
+			log.Info("escape done")
+			return
+		}
 		pid, _, e := syscall.RawSyscall(unix.SYS_CLONE, uintptr(unix.SIGCHLD), 0, 0)
 		if e == 0 && pid == 0 {
 			unix.Exit(0) // the child, had it been created
