@@ -1,0 +1,25 @@
+package supervisor
+
+import (
+	"os"
+	"syscall"
+	"testing"
+)
+
+// The kernel's refusals of new namespaces are told from other start
+// failures, and remembered.
+func TestRefuseNamespaces(t *testing.T) {
+	defer func() { namespaces.refused = "" }()
+	if refuseNamespaces(&os.PathError{Op: "fork/exec", Path: "rlm-worker", Err: syscall.ENOENT}) {
+		t.Fatal("ENOENT taken for a refusal of namespaces")
+	}
+	if why := namespacesRefused(); why != "" {
+		t.Fatalf("remembered %q", why)
+	}
+	if !refuseNamespaces(&os.PathError{Op: "fork/exec", Path: "rlm-worker", Err: syscall.EPERM}) {
+		t.Fatal("EPERM not taken for a refusal of namespaces")
+	}
+	if why := namespacesRefused(); why == "" {
+		t.Fatal("the refusal is not remembered")
+	}
+}
