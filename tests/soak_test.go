@@ -209,16 +209,21 @@ func TestSoakChaos(t *testing.T) {
 		sb      supervisor.Sandbox
 		lines   *lineWaiter
 		inQuery chan struct{}
+		answer  chan string
 	}
 	boxes := make([]*box, sandboxes)
 	for i := range boxes {
-		b := &box{lines: newLineWaiter(), inQuery: make(chan struct{}, 1)}
+		b := &box{lines: newLineWaiter(), inQuery: make(chan struct{}, 1), answer: make(chan string, 1)}
 		b.sb = newSandbox(t, workerMode, supervisor.Config{
 			Timeout: -1, OnStdout: b.lines.onLine,
 			OnLLMQuery: func(ctx context.Context, p string) (string, error) {
 				b.inQuery <- struct{}{}
-				<-ctx.Done()
-				return "", ctx.Err()
+				select {
+				case a := <-b.answer:
+					return a, nil
+				case <-ctx.Done():
+					return "", ctx.Err()
+				}
 			},
 		}, "")
 		boxes[i] = b
@@ -226,6 +231,7 @@ func TestSoakChaos(t *testing.T) {
 	var worst time.Duration
 	for round := range rounds {
 		type outcome struct {
+			res      *supervisor.CodeExecution
 			err      error
 			returned time.Time
 		}
@@ -234,18 +240,20 @@ func TestSoakChaos(t *testing.T) {
 			done[i] = make(chan outcome, 1)
 			code := fmt.Sprintf("print('running %d')\nwhile True: pass", round)
 			if i%2 == 1 {
-				code = fmt.Sprintf("print('running %d')\nllm_query('wait')", round)
+				code = fmt.Sprintf("print('running %d')\nprint(llm_query('wait'))", round)
 			}
 			go func() {
-				_, err := b.sb.Execute(ctx, code)
-				done[i] <- outcome{err, time.Now()}
+				res, err := b.sb.Execute(ctx, code)
+				done[i] <- outcome{res, err, time.Now()}
 			}()
 			b.lines.wait(t, fmt.Sprintf("running %d", round))
 			if i%2 == 1 {
 				<-b.inQuery
 			}
 		}
-		// Kill half of them, chosen at random; cancel the others.
+		// Kill half of them, chosen at random; the others go on: the ones
+		// in a bridge call get their answer, the endless loops are
+		// cancelled.
 		killed := map[int]time.Time{}
 		for _, i := range rand.Perm(len(boxes))[:len(boxes)/2] {
 			pid := boxes[i].sb.Info().PID
@@ -256,7 +264,11 @@ func TestSoakChaos(t *testing.T) {
 		}
 		for i, b := range boxes {
 			if _, ok := killed[i]; !ok {
-				b.sb.Cancel()
+				if i%2 == 1 {
+					b.answer <- fmt.Sprintf("answer %d", round)
+				} else {
+					b.sb.Cancel()
+				}
 			}
 		}
 		for i, b := range boxes {
@@ -276,8 +288,12 @@ func TestSoakChaos(t *testing.T) {
 				if err := b.sb.Initialize(ctx, ""); err != nil {
 					t.Fatalf("initialize after restart: %v", err)
 				}
+			} else if i%2 == 1 {
+				if want := fmt.Sprintf("running %d\nanswer %d\n", round, round); o.err != nil || o.res.Stdout != want || o.res.Error != "" {
+					t.Errorf("round %d, sandbox %d (not killed, in a bridge call): %+v, %v; want stdout %q", round, i, o.res, o.err, want)
+				}
 			} else if !errors.Is(o.err, supervisor.ErrCanceled) {
-				t.Errorf("round %d, sandbox %d (not killed): %v, want ErrCanceled", round, i, o.err)
+				t.Errorf("round %d, sandbox %d (not killed, cancelled): %v, want ErrCanceled", round, i, o.err)
 			}
 			if res, err := b.sb.Execute(ctx, "print(6*7)"); err != nil || res.Stdout != "42\n" {
 				t.Errorf("round %d, sandbox %d afterwards: %+v, %v", round, i, res, err)
