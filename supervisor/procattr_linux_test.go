@@ -23,3 +23,20 @@ func TestRefuseNamespaces(t *testing.T) {
 		t.Fatal("the refusal is not remembered")
 	}
 }
+
+func TestMayDownload(t *testing.T) {
+	t.Setenv("RLM_PYODIDE_INDEX_URL", "")
+	for _, c := range []struct {
+		cfg  Config
+		want bool
+	}{
+		{Config{}, true},
+		{Config{PyodideDir: "/p"}, false},
+		{Config{IndexURL: []string{"/local"}}, false},
+		{Config{IndexURL: []string{"/local", "https://cdn.example/pyodide/"}}, true},
+	} {
+		if got := mayDownload(c.cfg); got != c.want {
+			t.Errorf("mayDownload(%+v) = %v, want %v", c.cfg, got, c.want)
+		}
+	}
+}

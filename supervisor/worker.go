@@ -130,7 +130,7 @@ func newWorker(ctx context.Context, cfg Config) (*workerSandbox, error) {
 		why := namespacesRefused()
 		cfg.Logger.Warn("worker: starting without new namespaces", "why", why)
 		return startWorker(ctx, cfg, wc, false, []string{why})
-	case errors.Is(err, runtime.ErrDistribution):
+	case errors.Is(err, runtime.ErrDistribution) && mayDownload(cfg):
 		// The worker may have had to download Pyodide, which a network
 		// namespace forbids: it gets the network, this once.
 		why := "userns, netns: Pyodide could not be loaded without the network (" + err.Error() + ")"
@@ -138,6 +138,28 @@ func newWorker(ctx context.Context, cfg Config) (*workerSandbox, error) {
 		return startWorker(ctx, cfg, wc, false, []string{why})
 	}
 	return s, err
+}
+
+// mayDownload reports whether the worker may fetch Pyodide over the
+// network: no PyodideDir, and an http(s) index URL (the defaults have one).
+func mayDownload(cfg Config) bool {
+	if cfg.PyodideDir != "" {
+		return false
+	}
+	urls := cfg.IndexURL
+	if len(urls) == 0 {
+		if env := os.Getenv(runtime.IndexURLEnv); env != "" {
+			urls = strings.Split(env, ",")
+		} else {
+			urls = runtime.DefaultIndexURL()
+		}
+	}
+	for _, u := range urls {
+		if u = strings.TrimSpace(u); strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://") {
+			return true
+		}
+	}
+	return false
 }
 
 // errNamespaces is the kernel refusing to start a worker in new
