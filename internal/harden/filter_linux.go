@@ -27,6 +27,10 @@ var allowed = append([]uintptr{
 	unix.SYS_RT_SIGACTION, unix.SYS_RT_SIGPROCMASK, unix.SYS_RT_SIGRETURN, unix.SYS_SIGALTSTACK, unix.SYS_RESTART_SYSCALL,
 	unix.SYS_NANOSLEEP, unix.SYS_CLOCK_NANOSLEEP, unix.SYS_CLOCK_GETTIME, unix.SYS_CLOCK_GETRES, unix.SYS_GETTIMEOFDAY,
 	unix.SYS_GETRANDOM,
+	// A thread that glibc starts (in a program linked with cgo, made a
+	// worker by the supervisor) registers these; glibc aborts the
+	// process when rseq, registered for the first thread, fails.
+	unix.SYS_RSEQ, unix.SYS_SET_ROBUST_LIST,
 	unix.SYS_EPOLL_CREATE1, unix.SYS_EPOLL_CTL, unix.SYS_EPOLL_PWAIT, unix.SYS_EPOLL_PWAIT2,
 	unix.SYS_EVENTFD2, unix.SYS_PIPE2, unix.SYS_PPOLL, unix.SYS_PSELECT6,
 }, archAllowed...)

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	_ "os/user" // links libc through cgo where there is a C compiler, as most programs are
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -57,6 +60,21 @@ func child() int {
 	if <-done == 1 {
 		os.Stdout.WriteString("ok\n")
 	}
+	// New threads after the lock-down: each goroutine holds its thread in
+	// a blocking call, so the runtime starts others (with glibc's
+	// pthread_create in a binary linked with cgo).
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			ts := unix.Timespec{Nsec: 20_000_000}
+			_ = unix.Nanosleep(&ts, nil)
+		}()
+	}
+	wg.Wait()
+	os.Stdout.WriteString("threads\n")
 	return 0
 }
 
@@ -86,7 +104,7 @@ func TestApply(t *testing.T) {
 			t.Errorf("%s not applied", layer)
 		}
 	}
-	for _, want := range []string{"denied open", "denied socket", "ok"} {
+	for _, want := range []string{"denied open", "denied socket", "ok", "threads"} {
 		if !slices.Contains(lines, want) {
 			t.Errorf("no %q in the child's output", want)
 		}
