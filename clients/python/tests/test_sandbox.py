@@ -1,0 +1,230 @@
+"""The Sandbox and Client API end to end, against the real rlm-sandbox binary."""
+
+import os
+import threading
+import unittest
+
+import rlm_sandbox
+from rlm_sandbox import Client, InvalidParams, NoSuchSandbox, Sandbox, SandboxError
+
+from support import binary, process_gone
+
+BIN = binary()
+
+
+class SandboxTest(unittest.TestCase):
+    def test_context_str(self):
+        with Sandbox("a long document", binary=BIN) as sb:
+            r = sb.execute("print(type(context).__name__, context.upper())")
+        self.assertEqual(r.stdout, "str A LONG DOCUMENT\n")
+        self.assertIsNone(r.error)
+        self.assertTrue(r.ok)
+
+    def test_context_json_like(self):
+        value = {"numbers": [3, 1, 2], "big": 2**70, "ratio": 1.5, "flag": True, "none": None, "nested": {"k": ["v"]}}
+        with Sandbox(value, binary=BIN) as sb:
+            r = sb.execute(
+                "print(sorted(context['numbers']), context['big'] + 1, type(context['ratio']).__name__,\n"
+                "      context['flag'] is True, context['none'] is None, context['nested']['k'][0])"
+            )
+            self.assertEqual(r.stdout, "[1, 2, 3] %d float True True v\n" % (2**70 + 1))
+            self.assertEqual(sb.get_variable("context"), value)
+        for ctx in ([1, "two", 3.0], 42, None):
+            with self.subTest(context=ctx), Sandbox(ctx, binary=BIN) as sb:
+                self.assertEqual(sb.execute("print(repr(context))").stdout, repr(ctx) + "\n")
+
+    def test_output_and_streaming(self):
+        out, err = [], []
+        with Sandbox(binary=BIN, on_stdout=out.append, on_stderr=err.append) as sb:
+            r = sb.execute("import sys\nprint('one')\nprint('two', file=sys.stderr)\nprint('three')")
+        self.assertEqual(r.stdout, "one\nthree\n")
+        self.assertEqual(r.stderr, "two\n")
+        # The output of an execute arrives before its response.
+        self.assertEqual(out, ["one", "three"])
+        self.assertEqual(err, ["two"])
+
+    def test_interactive_shows_trailing_expression(self):
+        with Sandbox(binary=BIN) as sb:
+            self.assertEqual(sb.execute("x = 6\nx * 7", interactive=True).stdout, "42\n")
+            self.assertEqual(sb.execute("x * 7").stdout, "")
+
+    def test_exception_is_a_result(self):
+        with Sandbox(binary=BIN) as sb:
+            r = sb.execute("print('before')\nd = {}\nd['missing']")
+            self.assertEqual(r.stdout, "before\n")
+            self.assertEqual(r.error_type, "KeyError")
+            self.assertEqual(r.error, "KeyError: 'missing'")
+            self.assertIn("line 3", r.traceback)
+            self.assertFalse(r.ok)
+            # The sandbox goes on, with its state.
+            self.assertEqual(sb.execute("print(d)").stdout, "{}\n")
+
+    def test_variables(self):
+        with Sandbox(binary=BIN) as sb:
+            sb.set_variable("limits", {"max": 2, "names": ["a", "b"]})
+            r = sb.execute("limits['max'] += 1\nlimits['names'].append('c')\ntotal = sum(range(limits['max']))")
+            self.assertTrue(r.ok, r.error)
+            self.assertEqual(sb.get_variable("limits"), {"max": 3, "names": ["a", "b", "c"]})
+            self.assertEqual(sb.get_variable("total"), 3)
+            self.assertIsNone(sb.get_variable("nope"))
+            self.assertEqual(sb.get_variable("nope", default="d"), "d")
+            sb.execute("t = (1, 2)\ns = {'x'}")
+            self.assertEqual(sb.get_variable("t"), [1, 2])
+            self.assertEqual(sb.get_variable("s"), ["x"])
+
+    def test_timeout(self):
+        with Sandbox(binary=BIN, timeout=0.5) as sb:
+            r = sb.execute("print('spinning')\nwhile True: pass")
+            self.assertTrue(r.timed_out)
+            self.assertFalse(r.canceled)
+            self.assertEqual(r.error_type, "KeyboardInterrupt")
+            self.assertEqual(r.stdout, "spinning\n")
+            self.assertEqual(sb.execute("print('after')").stdout, "after\n")
+
+    def test_cancel_from_another_thread_during_llm_query(self):
+        entered, release = threading.Event(), threading.Event()
+
+        def llm(prompt):
+            entered.set()
+            release.wait(60)
+            return "late answer"
+
+        with Sandbox(binary=BIN, llm_query=llm) as sb:
+            canceller = threading.Thread(target=lambda: (entered.wait(60), sb.cancel()))
+            canceller.start()
+            try:
+                r = sb.execute("print('asking')\nanswer = llm_query('slow question')\nprint('got', answer)")
+            finally:
+                release.set()
+                canceller.join(60)
+            self.assertTrue(entered.is_set())
+            self.assertTrue(r.canceled)
+            self.assertFalse(r.timed_out)
+            self.assertEqual(r.error_type, "KeyboardInterrupt")
+            self.assertEqual(r.stdout, "asking\n")
+            self.assertIsNone(sb.get_variable("answer"))
+            # The late answer is dropped and the sandbox goes on.
+            self.assertEqual(sb.execute("print(1 + 1)").stdout, "2\n")
+
+    def test_cancel_when_idle_is_a_no_op(self):
+        with Sandbox(binary=BIN) as sb:
+            sb.cancel()
+            self.assertEqual(sb.execute("print('fine')").stdout, "fine\n")
+
+    def test_batched_calls_are_answered_concurrently(self):
+        # Each callback waits at a barrier for all four: only concurrent
+        # callbacks get through it (a serial client breaks it, and the
+        # prompts fail as BridgeError).
+        barrier = threading.Barrier(4, timeout=60)
+        threads = set()
+
+        def llm(prompt):
+            threads.add(threading.get_ident())
+            barrier.wait()
+            return prompt.upper()
+
+        with Sandbox(binary=BIN, llm_query=llm) as sb:
+            r = sb.execute("print(llm_query_batched(['a', 'b', 'c', 'd']))")
+        self.assertTrue(r.ok, r.traceback)
+        self.assertEqual(r.stdout, "['A', 'B', 'C', 'D']\n")
+        self.assertEqual(r.bridge_calls, 4)
+        self.assertEqual(len(threads), 4)
+
+    def test_rlm_query(self):
+        calls = []
+
+        def rlm(task, ctx):
+            calls.append((task, ctx))
+            return "%s over %r" % (task, ctx)
+
+        with Sandbox({"doc": "text"}, binary=BIN, rlm_query=rlm) as sb:
+            r = sb.execute("print(rlm_query('summarize'))\nprint(rlm_query('count', [1, 2]))")
+        self.assertTrue(r.ok, r.traceback)
+        self.assertEqual(calls, [("summarize", {"doc": "text"}), ("count", [1, 2])])
+        self.assertEqual(r.stdout, "summarize over {'doc': 'text'}\ncount over [1, 2]\n")
+
+    def test_callback_error_raises_bridge_error(self):
+        def llm(prompt):
+            raise ValueError("model unavailable")
+
+        with Sandbox(binary=BIN, llm_query=llm) as sb:
+            r = sb.execute(
+                "try:\n    llm_query('x')\nexcept BridgeError as e:\n    print('caught', e)\n"
+                "print(rlm_query('t'))"
+            )
+        self.assertIn("caught ValueError: model unavailable\n", r.stdout)
+        # rlm_query was not given: calling it raises BridgeError too.
+        self.assertEqual(r.error_type, "BridgeError")
+
+    def test_server_errors_are_exceptions_with_code(self):
+        with Client(BIN) as client:
+            with self.assertRaises(InvalidParams) as cm:
+                client.call("create", no_such_option=1)
+            self.assertEqual(cm.exception.code, -32602)
+            self.assertEqual(cm.exception.kind, "invalid_params")
+            self.assertIn("no_such_option", cm.exception.message)
+            sb = client.create("x")
+            sb.close()
+            with self.assertRaises(NoSuchSandbox) as cm:
+                sb.execute("print(1)")
+            self.assertEqual(cm.exception.code, -32003)
+            self.assertIsInstance(cm.exception, SandboxError)
+
+    def test_memory_limit(self):
+        with Sandbox(binary=BIN, memory_limit=256 << 20) as sb:
+            r = sb.execute("x = bytearray(512 << 20)")
+            self.assertEqual(r.error_type, "MemoryError")
+            self.assertEqual(sb.execute("print('alive')").stdout, "alive\n")
+
+    def test_client_with_many_sandboxes(self):
+        with Client(BIN) as client:
+            self.assertEqual(client.version()["protocol"], rlm_sandbox.PROTOCOL)
+            a = client.create("A", llm_query=lambda p: "a:" + p)
+            b = client.create("B", llm_query=lambda p: "b:" + p)
+            self.assertNotEqual(a.id, b.id)
+            results = {}
+            threads = [
+                threading.Thread(target=lambda s=s: results.__setitem__(s.id, s.execute("print(llm_query(context))")))
+                for s in (a, b)
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(60)
+            self.assertEqual(results[a.id].stdout, "a:A\n")
+            self.assertEqual(results[b.id].stdout, "b:B\n")
+            a.close()
+            self.assertEqual(b.execute("print('b lives')").stdout, "b lives\n")
+
+    def test_close_leaves_no_process(self):
+        sb = Sandbox(binary=BIN)
+        server, worker = sb.client.pid, sb.pid
+        self.assertIsNotNone(worker)
+        self.assertFalse(process_gone(server))
+        self.assertFalse(process_gone(worker))
+        sb.execute("x = 1")
+        sb.close()
+        sb.close()  # idempotent
+        self.assertTrue(process_gone(server), "server %d still runs" % server)
+        self.assertTrue(process_gone(worker), "worker %d still runs" % worker)
+        with self.assertRaises(rlm_sandbox.ServerClosed):
+            sb.execute("print(1)")
+
+    def test_binary_from_environment(self):
+        old = os.environ.get("RLM_SANDBOX")
+        os.environ["RLM_SANDBOX"] = BIN
+        try:
+            with Sandbox() as sb:
+                self.assertEqual(sb.execute("print('env')").stdout, "env\n")
+            os.environ["RLM_SANDBOX"] = os.path.join(os.path.dirname(BIN), "no-such-binary")
+            with self.assertRaises(SandboxError):
+                Sandbox()
+        finally:
+            if old is None:
+                del os.environ["RLM_SANDBOX"]
+            else:
+                os.environ["RLM_SANDBOX"] = old
+
+
+if __name__ == "__main__":
+    unittest.main()
