@@ -1,5 +1,6 @@
 """The Sandbox and Client API end to end, against the real rlm-sandbox binary."""
 
+import contextvars
 import os
 import threading
 import unittest
@@ -129,6 +130,17 @@ class SandboxTest(unittest.TestCase):
         self.assertEqual(r.stdout, "['A', 'B', 'C', 'D']\n")
         self.assertEqual(r.bridge_calls, 4)
         self.assertEqual(len(threads), 4)
+
+    def test_callbacks_see_the_callers_contextvars(self):
+        var = contextvars.ContextVar("var", default="unset")
+
+        with Sandbox(binary=BIN, llm_query=lambda p: var.get()) as sb:
+            token = var.set("from execute's thread")
+            try:
+                r = sb.execute("print(llm_query_batched(['a', 'b']))")
+            finally:
+                var.reset(token)
+        self.assertEqual(r.stdout, repr(["from execute's thread"] * 2) + "\n")
 
     def test_rlm_query(self):
         calls = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import json
 import threading
@@ -77,11 +78,15 @@ class _Pending:
 class _Route:
     """What the client does with a sandbox's bridge requests and output."""
 
-    __slots__ = ("llm_query", "rlm_query", "on_stdout", "on_stderr")
+    __slots__ = ("llm_query", "rlm_query", "on_stdout", "on_stderr", "context")
 
     def __init__(self, llm_query, rlm_query, on_stdout, on_stderr):
         self.llm_query, self.rlm_query = llm_query, rlm_query
         self.on_stdout, self.on_stderr = on_stdout, on_stderr
+        # The contextvars of the thread in the latest execute: bridge
+        # callbacks run in a copy of it (dspy.context(lm=...) and the like
+        # reach them, although they run on other threads).
+        self.context: contextvars.Context | None = None
 
 
 def _shutdown_transport(transport: Transport) -> None:
@@ -283,11 +288,13 @@ class Client:
             if route is None:
                 raise LookupError("no client-side handler for sandbox %r" % params.get("sandbox"))
             if method == "llm_query" and route.llm_query is not None:
-                answer = route.llm_query(params.get("prompt", ""))
+                fn, args = route.llm_query, (params.get("prompt", ""),)
             elif method == "rlm_query" and route.rlm_query is not None:
-                answer = route.rlm_query(params.get("task", ""), params.get("context"))
+                fn, args = route.rlm_query, (params.get("task", ""), params.get("context"))
             else:
                 raise LookupError("this client does not answer %s" % method)
+            ctx = route.context
+            answer = ctx.copy().run(fn, *args) if ctx is not None else fn(*args)
             if not isinstance(answer, str):
                 raise TypeError("the %s callback returned %s, not str" % (method, type(answer).__name__))
             reply = {"jsonrpc": "2.0", "id": request_id, "result": answer}
@@ -321,7 +328,9 @@ class Sandbox:
     - `llm_query(prompt) -> str`, `rlm_query(task, context) -> str`:
       Python callables that answer the sandbox's `llm_query` /
       `rlm_query` (and their `_batched` forms, concurrently). A callback's
-      exception is raised in the sandbox as `BridgeError`.
+      exception is raised in the sandbox as `BridgeError`. Callbacks run
+      on their own threads, in a copy of the `contextvars` context of the
+      thread that called `execute` (so `dspy.context(...)` reaches them).
     - `on_stdout(line)`, `on_stderr(line)`: called with each line while the
       code runs (the full output is also in the `Result`).
     - `direct`, `index_url`: passed to `create` as they are.
@@ -381,6 +390,7 @@ class Sandbox:
         self.info: dict = info
         self.pid: int | None = info.get("pid")
         self.python_version: str | None = info.get("python_version")
+        self._route = route
         self.client._register(self.id, route)
 
     @classmethod
@@ -399,6 +409,7 @@ class Sandbox:
         params: dict[str, Any] = {"sandbox": self.id, "code": code}
         if interactive:
             params["interactive"] = True
+        self._route.context = contextvars.copy_context()
         try:
             return Result.from_json(self.client.call("execute", **params))
         except SandboxError as e:

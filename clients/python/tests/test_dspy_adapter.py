@@ -1,0 +1,180 @@
+"""RLMSandboxInterpreter driven through the calls dspy.RLM makes, in order.
+
+The script below is dspy.RLM.forward of DSPy 3.4.1 (dspy/predict/rlm.py)
+with the language model taken out: the interpreter is made by the factory,
+RLM injects its execution tools and output fields and asks for
+re-registration (_inject_execution_context), installs the sandbox dspy
+facade (_setup_facade: two more tools, then an execute with a host token
+variable), calls start() (_prepare_serializable_vars), then each iteration
+calls execute(code, variables=dict(input_args)) and turns CodeExecutionError
+and SyntaxError into "[Error] ..." strings (_execute_code), until SUBMIT's
+FinalOutput; shutdown() always ends it. It runs with or without DSPy
+installed (DSPy's own exception and FinalOutput types when it is).
+"""
+
+import threading
+import unittest
+
+from rlm_sandbox.dspy import DSPY_VERSION, RLMSandboxInterpreter, _dspy_types
+
+from support import binary, process_gone
+
+BIN = binary()
+FinalOutput, CodeExecutionError, CodeInterpreterError = _dspy_types()
+
+# A stand-in for DSPy's facade shim: like the real one, it reaches the host
+# through globals()["__dspy_call__"](**kwargs).
+SHIM = """
+def _shim_call(_handle, **_inputs):
+    return globals()["__dspy_call__"](handle=_handle, inputs=_inputs)
+shim_token = __dspy_host_token
+"""
+
+
+def execute_code(repl, code, input_args):
+    """dspy.RLM._execute_code."""
+    try:
+        return repl.execute(code, variables=dict(input_args))
+    except (CodeExecutionError, SyntaxError) as e:
+        return "[Error] %s" % e
+
+
+class ScriptedRLMTest(unittest.TestCase):
+    def test_follows_named_dspy_version(self):
+        self.assertEqual(DSPY_VERSION, "3.4.1")
+        try:
+            from dspy.primitives.code_interpreter import CodeInterpreter
+        except ImportError:
+            self.skipTest("dspy is not installed: the protocol check needs it (make python-env installs it)")
+        with RLMSandboxInterpreter(binary=BIN) as interp:
+            self.assertIsInstance(interp, CodeInterpreter)
+
+    def test_rlm_forward_sequence(self):
+        llm_prompts, tool_calls, facade_calls = [], [], []
+        lock = threading.Lock()
+
+        def llm_query(prompt: str) -> str:
+            with lock:
+                llm_prompts.append(prompt)
+            return "llm(%s)" % prompt
+
+        def llm_query_batched(prompts: list) -> list:  # RLM gives one; the sandbox's own batches llm_query
+            raise AssertionError("not used: the sandbox's llm_query_batched asks llm_query per prompt")
+
+        def lookup(key: str, default: str = "?") -> str:
+            """Look a key up in the host's table."""
+            tool_calls.append((key, default))
+            return {"ada": "Lovelace"}.get(key, default)
+
+        def fail_tool() -> str:
+            raise ValueError("nope")
+
+        def construct(kind, signature, attr_name, kwargs=None):
+            return attr_name
+
+        def call(handle, inputs=None):
+            facade_calls.append((handle, inputs))
+            return {"a": "answer to %s" % inputs["q"]}
+
+        # factory()
+        interp = RLMSandboxInterpreter(binary=BIN)
+        try:
+            # _inject_execution_context
+            interp.tools.update(
+                {"llm_query": llm_query, "llm_query_batched": llm_query_batched, "lookup": lookup, "fail_tool": fail_tool}
+            )
+            self.assertTrue(hasattr(interp, "output_fields"))
+            interp.output_fields = [{"name": "answer", "type": "str"}, {"name": "count", "type": "int"}]
+            self.assertTrue(hasattr(interp, "_tools_registered"))
+            interp._tools_registered = False
+            # _setup_facade
+            interp.tools.update({"__dspy_construct__": construct, "__dspy_call__": call})
+            self.assertEqual(interp.execute(SHIM, variables={"__dspy_host_token": "tok"}), "")
+            # _prepare_serializable_vars
+            interp.start()
+            interp.start()  # idempotent
+            input_args = {"context": {"docs": ["ada wrote", "bob read", "ada again"]}, "query": "who wrote?"}
+
+            def step(code):
+                return execute_code(interp, code, input_args)
+
+            self.assertEqual(step("print(type(context).__name__, len(context['docs']), query)"), "dict 3 who wrote?\n")
+            self.assertEqual(
+                step("hits = [d for d in context['docs'] if 'ada' in d]\nprint(lookup('ada'), lookup(key='bob', default='none'))"),
+                "Lovelace none\n",
+            )
+            self.assertEqual(tool_calls, [("ada", "?"), ("bob", "none")])
+            out = step("answers = llm_query_batched(hits)\nprint(llm_query('one'), answers)")
+            self.assertEqual(out, "llm(one) ['llm(ada wrote)', 'llm(ada again)']\n")
+            self.assertEqual(sorted(llm_prompts), ["ada again", "ada wrote", "one"])
+            out = step("print('partial')\ncontext = 'clobbered'\nprint(missing_name)")
+            self.assertTrue(out.startswith("[Error] partial\n"), out)
+            self.assertIn("NameError: name 'missing_name' is not defined", out)
+            # The variables are injected again before each execute, as DSPy does.
+            self.assertEqual(step("print(type(context).__name__)"), "dict\n")
+            out = step("def broken(:\n    pass")
+            self.assertTrue(out.startswith("[Error] Invalid Python syntax"), out)
+            out = step("fail_tool()")
+            self.assertIn("RuntimeError: ValueError: nope", out)
+            self.assertEqual(step("print(_shim_call('h1', q='x')['a'], shim_token)"), "answer to x tok\n")
+            self.assertEqual(facade_calls, [("h1", {"q": "x"})])
+            self.assertEqual(step("x = 20\nx + 1"), "21\n")  # a trailing expression shows, as at a prompt
+            final = step("SUBMIT(answer=hits[0], count=len(hits))")
+            self.assertIsInstance(final, FinalOutput)
+            self.assertEqual(final.output, {"answer": "ada wrote", "count": 2})
+            server, worker = interp.sandbox.client.pid, interp.sandbox.pid
+        finally:
+            interp.shutdown()
+        self.assertTrue(process_gone(server))
+        self.assertTrue(process_gone(worker))
+        interp.shutdown()  # idempotent
+        with self.assertRaises(CodeInterpreterError):
+            interp.execute("print(1)")
+
+    def test_submit_without_output_fields(self):
+        with RLMSandboxInterpreter(binary=BIN) as interp:
+            result = interp.execute("SUBMIT({'k': [1, 2]})")
+            self.assertIsInstance(result, FinalOutput)
+            self.assertEqual(result.output, {"output": {"k": [1, 2]}})
+            # SUBMIT inside `except Exception` still ends the execution.
+            result = interp.execute("try:\n    SUBMIT(3)\nexcept Exception:\n    print('swallowed')")
+            self.assertEqual(result.output, {"output": 3})
+
+    def test_timeout_and_cancel_are_recoverable(self):
+        with RLMSandboxInterpreter(binary=BIN, timeout=0.5) as interp:
+            interp.execute("n = 41")
+            with self.assertRaises(CodeExecutionError) as cm:
+                interp.execute("while True: pass")
+            self.assertIn("TimeoutError", str(cm.exception))
+            self.assertEqual(interp.execute("print(n + 1)"), "42\n")
+
+        entered, release = threading.Event(), threading.Event()
+
+        def slow(prompt):
+            entered.set()
+            release.wait(60)
+            return "late"
+
+        with RLMSandboxInterpreter(binary=BIN, tools={"llm_query": slow}) as interp:
+            t = threading.Thread(target=lambda: (entered.wait(60), interp.cancel()))
+            t.start()
+            try:
+                with self.assertRaises(CodeExecutionError) as cm:
+                    interp.execute("llm_query('x')")
+            finally:
+                release.set()
+                t.join(60)
+            self.assertIn("canceled", str(cm.exception))
+            self.assertEqual(interp.execute("print('still here')"), "still here\n")
+
+    def test_variables_of_every_json_like_kind(self):
+        values = {"s": "text", "i": 2**65, "f": 0.25, "b": False, "n": None, "l": [1, (2, 3)], "d": {"k": {"x"}}}
+        with RLMSandboxInterpreter(binary=BIN) as interp:
+            out = interp.execute("print(s, i, f, b, n, l, d)", variables=values)
+            self.assertEqual(out, "text %d 0.25 False None [1, [2, 3]] {'k': ['x']}\n" % 2**65)
+            with self.assertRaises(CodeInterpreterError):
+                interp.execute("pass", variables={"not valid": 1})
+
+
+if __name__ == "__main__":
+    unittest.main()
