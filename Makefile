@@ -8,7 +8,7 @@ PYODIDE_DIR := $(RLM_SANDBOX_CACHE)/pyodide-npm-$(PYODIDE_VERSION)
 BINS := bin/rlm-sandbox bin/rlm-worker
 RACE_PKGS := ./supervisor/... ./ipc/... ./runtime/internal/... ./tests/
 
-.PHONY: all pyodide build prepare test soak bench check fuzz clean
+.PHONY: all pyodide build prepare test test-python python-env soak bench bench-python check fuzz clean
 
 all: build prepare
 
@@ -38,10 +38,37 @@ prepare: pyodide build
 # The tests of the wazero packages the patches touch, run in the patched copy.
 WAZERO_PATCH_TESTS := . ./internal/wasm/ ./internal/engine/wazevo/ ./internal/engine/wazevo/frontend/ ./internal/platform/ ./internal/integration_test/filecache/
 
-test: all
+test: all python-env
 	$(GO) test -count=1 -timeout 20m ./...
 	cd "$$(sed -n 's|^replace github.com/tetratelabs/wazero => ./||p' $(PATCHED_MOD))" && \
 		$(GO) test -count=1 -timeout 10m $(WAZERO_PATCH_TESTS)
+	$(MAKE) --no-print-directory test-python
+
+# The Python client (clients/python) in a venv under build/, with the DSPy
+# release its dspy.RLM adapter follows. DSPy is optional: when PyPI cannot
+# give it, a warning says so, the real-dspy.RLM test is skipped (saying
+# why) and every other Python test runs.
+PYTHON ?= python3
+PYENV := build/pyenv
+DSPY_VERSION := 3.4.1
+
+python-env: $(PYENV)/.complete
+	@$(PYENV)/bin/pip show dspy >/dev/null 2>&1 || \
+		$(PYENV)/bin/pip install -q "dspy==$(DSPY_VERSION)" || \
+		echo "warning: dspy==$(DSPY_VERSION) could not be installed from PyPI: the real dspy.RLM test will be skipped" >&2
+
+$(PYENV)/.complete: clients/python/pyproject.toml
+	$(PYTHON) -m venv $(PYENV)
+	$(PYENV)/bin/pip install -q -e clients/python
+	touch $@
+
+# The client's tests, against the real bin/rlm-sandbox.
+test-python: build python-env
+	RLM_SANDBOX=$(CURDIR)/bin/rlm-sandbox $(PYENV)/bin/python -m unittest discover -v -s clients/python/tests -t clients/python/tests
+
+# Round trips from Python (execute, llm_query, a dspy.RLM-style step).
+bench-python: all python-env
+	RLM_SANDBOX=$(CURDIR)/bin/rlm-sandbox $(PYENV)/bin/python -m rlm_sandbox.bench
 
 # The load, leak and chaos suite at full size (`make test` runs a short
 # version of each case), and the escape and hostile-program tests; at most

@@ -12,12 +12,14 @@ FinalOutput; shutdown() always ends it. It runs with or without DSPy
 installed (DSPy's own exception and FinalOutput types when it is).
 """
 
+import os
+import re
 import threading
 import unittest
 
 from rlm_sandbox.dspy import DSPY_VERSION, RLMSandboxInterpreter, _dspy_types
 
-from support import binary, process_gone
+from support import REPO, binary, process_gone
 
 BIN = binary()
 FinalOutput, CodeExecutionError, CodeInterpreterError = _dspy_types()
@@ -41,7 +43,11 @@ def execute_code(repl, code, input_args):
 
 class ScriptedRLMTest(unittest.TestCase):
     def test_follows_named_dspy_version(self):
-        self.assertEqual(DSPY_VERSION, "3.4.1")
+        # The Makefile installs the DSPy release the adapter follows.
+        with open(os.path.join(REPO, "Makefile")) as f:
+            pinned = re.search(r"^DSPY_VERSION := (\S+)$", f.read(), re.M)
+        self.assertIsNotNone(pinned)
+        self.assertEqual(pinned.group(1), DSPY_VERSION)
         try:
             from dspy.primitives.code_interpreter import CodeInterpreter
         except ImportError:
