@@ -66,8 +66,11 @@ $(PYENV)/.complete: clients/python/pyproject.toml
 test-python: build python-env
 	RLM_SANDBOX=$(CURDIR)/bin/rlm-sandbox $(PYENV)/bin/python -m unittest discover -v -s clients/python/tests -t clients/python/tests
 
-# Round trips from Python (execute, llm_query, a dspy.RLM-style step).
+# Round trips from Python (execute, llm_query, a dspy.RLM step), next to
+# DSPy's default interpreter (Deno, from the deno package on PyPI).
 bench-python: all python-env
+	@$(PYENV)/bin/pip show deno >/dev/null 2>&1 || $(PYENV)/bin/pip install -q "deno>=2.4.5,<3" || \
+		echo "warning: no Deno from PyPI: DSPy's default interpreter will not be measured" >&2
 	RLM_SANDBOX=$(CURDIR)/bin/rlm-sandbox $(PYENV)/bin/python -m rlm_sandbox.bench
 
 # The load, leak and chaos suite at full size (`make test` runs a short

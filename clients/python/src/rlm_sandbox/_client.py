@@ -245,7 +245,10 @@ class Client:
                 except ValueError:
                     continue  # not ours to understand; the server only writes JSON here
                 if isinstance(message, dict):
-                    self._dispatch(message)
+                    try:
+                        self._dispatch(message)
+                    except Exception:  # a malformed message must not stop the reader
+                        pass
         except (OSError, ValueError):
             pass
         detail = self._transport.describe_exit() if not self._closed else "the client was closed"
@@ -412,6 +415,13 @@ class Sandbox:
         self._route.context = contextvars.copy_context()
         try:
             return Result.from_json(self.client.call("execute", **params))
+        except KeyboardInterrupt:
+            # Ctrl-C while waiting: stop the code too, not just the wait.
+            try:
+                self.cancel()
+            except SandboxError:
+                pass
+            raise
         except SandboxError as e:
             execution = e.data.get("execution")
             if e.code in (TIMEOUT, CANCELED) and isinstance(execution, dict):
