@@ -4,7 +4,6 @@ Skipped, saying so, when DSPy is not installed (`make python-env` installs
 it from PyPI; if that failed, the rest of the suite still runs).
 """
 
-import functools
 import threading
 import unittest
 
@@ -101,11 +100,13 @@ class RealRLMTest(unittest.TestCase):
         rlm = dspy.RLM(
             "context, query -> answer",
             max_iters=3,
-            interpreter_factory=functools.partial(RLMSandboxInterpreter, binary=BIN),
+            interpreter_factory=RLMSandboxInterpreter.factory(binary=BIN),
         )
         with dspy.context(lm=lm):
             pred = rlm(context="text", query="q")
         self.assertEqual(pred.trajectory[0]["output"], "sub-answer\n")
+        # RLM put the factory's execution instructions in the model's prompt.
+        self.assertIn(RLMSandboxInterpreter.execution_instructions, lm.history[0]["messages"][0]["content"])
         self.assertEqual(pred.answer, "sub-answer")
 
     def test_configured_interpreter_factory(self):

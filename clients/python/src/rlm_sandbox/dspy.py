@@ -186,8 +186,8 @@ class RLMSandboxInterpreter:
     """A DSPy `CodeInterpreter` backed by an rlm-sandbox sandbox.
 
     Pass the class (a zero-argument factory) as `dspy.RLM`'s
-    `interpreter_factory`, or `functools.partial(RLMSandboxInterpreter,
-    timeout=60)` to set options. One instance is one sandbox (its own
+    `interpreter_factory`, or `RLMSandboxInterpreter.factory(timeout=60)`
+    to set options. One instance is one sandbox (its own
     worker process; by default in a private `rlm-sandbox serve`, or in
     `client=` to share one server).
 
@@ -230,6 +230,19 @@ class RLMSandboxInterpreter:
         self._sandbox: Sandbox | None = None
         self._ended = False
         self._lock = threading.Lock()
+
+    @classmethod
+    def factory(cls, **options: Any) -> Callable[[], "RLMSandboxInterpreter"]:
+        """A zero-argument factory for `dspy.RLM(interpreter_factory=...)`
+        that makes interpreters with these options, and carries
+        `execution_instructions` (which RLM puts in its prompt; a
+        `functools.partial` would lose it)."""
+
+        def make() -> "RLMSandboxInterpreter":
+            return cls(**options)
+
+        make.execution_instructions = cls.execution_instructions  # type: ignore[attr-defined]
+        return make
 
     # -- the CodeInterpreter protocol ---------------------------------------
 
