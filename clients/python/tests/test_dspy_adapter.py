@@ -14,6 +14,8 @@ installed (DSPy's own exception and FinalOutput types when it is).
 
 import os
 import re
+import subprocess
+import sys
 import threading
 import unittest
 
@@ -54,6 +56,11 @@ class ScriptedRLMTest(unittest.TestCase):
             self.skipTest("dspy is not installed: the protocol check needs it (make python-env installs it)")
         with RLMSandboxInterpreter(binary=BIN) as interp:
             self.assertIsInstance(interp, CodeInterpreter)
+
+    def test_module_import_does_not_import_dspy(self):
+        code = "import sys, rlm_sandbox.dspy; print('dspy' in sys.modules)"
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+        self.assertEqual(out, "False\n")
 
     def test_rlm_forward_sequence(self):
         llm_prompts, tool_calls, facade_calls = [], [], []

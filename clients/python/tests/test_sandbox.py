@@ -228,6 +228,16 @@ class SandboxTest(unittest.TestCase):
         try:
             with Sandbox() as sb:
                 self.assertEqual(sb.execute("print('env')").stdout, "env\n")
+            # Without $RLM_SANDBOX: the one on $PATH.
+            del os.environ["RLM_SANDBOX"]
+            old_path = os.environ.get("PATH", "")
+            os.environ["PATH"] = os.path.dirname(BIN) + os.pathsep + old_path
+            try:
+                self.assertEqual(rlm_sandbox.find_binary(), os.path.join(os.path.dirname(BIN), "rlm-sandbox"))
+                with Sandbox() as sb:
+                    self.assertEqual(sb.execute("print('path')").stdout, "path\n")
+            finally:
+                os.environ["PATH"] = old_path
             os.environ["RLM_SANDBOX"] = os.path.join(os.path.dirname(BIN), "no-such-binary")
             with self.assertRaises(SandboxError):
                 Sandbox()
