@@ -180,6 +180,14 @@ class ScriptedRLMTest(unittest.TestCase):
             self.assertIn("canceled", str(cm.exception))
             self.assertEqual(interp.execute("print('still here')"), "still here\n")
 
+    def test_killed_sandbox_ends_the_session(self):
+        with RLMSandboxInterpreter(binary=BIN, timeout=0.3) as interp:
+            with self.assertRaises(CodeInterpreterError) as cm:
+                interp.execute("while True:\n    try:\n        while True: pass\n    except BaseException: pass")
+            self.assertNotIsInstance(cm.exception, CodeExecutionError)
+            with self.assertRaises(CodeInterpreterError):
+                interp.execute("print(1)")  # no silent new session
+
     def test_variables_of_every_json_like_kind(self):
         values = {"s": "text", "i": 2**65, "f": 0.25, "b": False, "n": None, "l": [1, (2, 3)], "d": {"k": {"x"}}}
         with RLMSandboxInterpreter(binary=BIN) as interp:

@@ -6,7 +6,7 @@ import threading
 import unittest
 
 import rlm_sandbox
-from rlm_sandbox import Client, InvalidParams, NoSuchSandbox, Sandbox, SandboxError
+from rlm_sandbox import Client, InvalidParams, NoSuchSandbox, Sandbox, SandboxDead, SandboxError
 
 from support import binary, process_gone
 
@@ -81,6 +81,21 @@ class SandboxTest(unittest.TestCase):
             self.assertEqual(r.error_type, "KeyboardInterrupt")
             self.assertEqual(r.stdout, "spinning\n")
             self.assertEqual(sb.execute("print('after')").stdout, "after\n")
+
+    def test_code_that_ignores_the_interrupt_kills_the_sandbox(self):
+        with Sandbox(binary=BIN, timeout=0.3) as sb:
+            sb.execute("x = 1")
+            old_pid = sb.pid
+            with self.assertRaises(SandboxDead) as cm:
+                sb.execute("while True:\n    try:\n        while True: pass\n    except BaseException: pass")
+            self.assertEqual(cm.exception.code, -32001)
+            self.assertIn("dead", cm.exception.message)
+            self.assertTrue(process_gone(old_pid))
+            with self.assertRaises(SandboxDead):
+                sb.execute("print(1)")
+            sb.restart()
+            self.assertNotEqual(sb.pid, old_pid)
+            self.assertEqual(sb.execute("print('x' in globals())").stdout, "False\n")
 
     def test_cancel_from_another_thread_during_llm_query(self):
         entered, release = threading.Event(), threading.Event()

@@ -10,7 +10,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from ._errors import CANCELED, TIMEOUT, ProtocolError, SandboxError, ServerClosed
+from ._errors import CANCELED, TIMEOUT, ProtocolError, SandboxDead, SandboxError, ServerClosed
 from ._transport import SocketTransport, StdioTransport, Transport
 
 #: The protocol version of `rlm-sandbox serve` this client speaks.
@@ -407,7 +407,8 @@ class Sandbox:
         `interactive`: print the value of a trailing expression, as Python's
         prompt does. Raises `SandboxError` only when the sandbox cannot run
         code (dead, closed, server gone), never for the code's own errors,
-        time limit or cancellation.
+        time limit or cancellation; but code that ignores the interrupt gets
+        its worker killed, and that raises `SandboxDead` (`restart()` it).
         """
         params: dict[str, Any] = {"sandbox": self.id, "code": code}
         if interactive:
@@ -425,6 +426,10 @@ class Sandbox:
         except SandboxError as e:
             execution = e.data.get("execution")
             if e.code in (TIMEOUT, CANCELED) and isinstance(execution, dict):
+                if execution.get("error_type") is None:
+                    # No KeyboardInterrupt came back: the code ignored it and
+                    # the worker was killed, so the sandbox is dead.
+                    raise SandboxDead(e.code, "dead", e.message, e.data) from None
                 return Result.from_json(execution, canceled=e.code == CANCELED)
             raise
 
