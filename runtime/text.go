@@ -36,19 +36,44 @@ var errNoDirectText = errors.New("runtime: text not built directly")
 // in characters and the largest character, and whether it is valid UTF-8
 // at all (invalid text is decoded by Python, with its replacement rules).
 func textShape(s string) (n int, maxChar rune, ok bool) {
-	i := asciiPrefix(s)
-	if i == len(s) {
-		return len(s), 0x7f, true
-	}
-	if !utf8.ValidString(s[i:]) {
-		return 0, 0, false
-	}
-	n, maxChar = i, 0x7f
-	for _, r := range s[i:] {
-		n++
+	// One pass: ASCII runs eight bytes at a time, other characters
+	// decoded (and so validated) one by one.
+	maxChar = 0x7f
+	for i := 0; i < len(s); {
+		if s[i] < utf8.RuneSelf {
+			j := i + asciiPrefix(s[i:])
+			n += j - i
+			i = j
+			continue
+		}
+		r, size := decodeRune(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			return 0, 0, false
+		}
 		maxChar = max(maxChar, r)
+		n++
+		i += size
 	}
 	return n, maxChar, true
+}
+
+// decodeRune is utf8.DecodeRuneInString of a string that starts with a
+// byte that is not ASCII, with the two- and three-byte forms (most text
+// that is not ASCII) decoded here rather than by the general decoder.
+func decodeRune(s string) (rune, int) {
+	if len(s) >= 3 {
+		c, c1, c2 := s[0], s[1], s[2]
+		switch {
+		case c >= 0xc2 && c < 0xe0 && c1&0xc0 == 0x80:
+			return rune(c&0x1f)<<6 | rune(c1&0x3f), 2
+		case c >= 0xe0 && c < 0xf0 && c1&0xc0 == 0x80 && c2&0xc0 == 0x80:
+			r := rune(c&0x0f)<<12 | rune(c1&0x3f)<<6 | rune(c2&0x3f)
+			if r >= 0x800 && (r < 0xd800 || r > 0xdfff) {
+				return r, 3
+			}
+		}
+	}
+	return utf8.DecodeRuneInString(s)
 }
 
 // asciiPrefix is the length of the longest ASCII prefix of s, found eight
@@ -117,9 +142,15 @@ func (in *Interpreter) setTextDirect(ctx context.Context, name, s string) error 
 			return in.dropObject(ctx, obj, "the str is outside memory")
 		}
 		i := 0
-		for _, r := range s {
+		for j := 0; j < len(s); {
+			if c := s[j]; c < utf8.RuneSelf {
+				buf[i], buf[i+1] = c, 0
+				i, j = i+2, j+1
+				continue
+			}
+			r, size := decodeRune(s[j:])
 			binary.LittleEndian.PutUint16(buf[i:], uint16(r))
-			i += 2
+			i, j = i+2, j+size
 		}
 	default:
 		buf, ok := mem.Read(obj+compactHeader, uint32(4*n))

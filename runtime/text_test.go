@@ -3,6 +3,7 @@ package runtime
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestCopyASCII(t *testing.T) {
@@ -23,4 +24,48 @@ func TestCopyASCII(t *testing.T) {
 			t.Fatalf("non-ASCII at %d: copied %q", at, dst[:got])
 		}
 	}
+}
+
+func TestTextShape(t *testing.T) {
+	for _, tc := range []struct {
+		s       string
+		n       int
+		maxChar rune
+		ok      bool
+	}{
+		{"", 0, 0x7f, true},
+		{"plain ascii text, longer than eight bytes", 41, 0x7f, true},
+		{"café", 4, 0xe9, true},
+		{"café ☕ 日本 and then a long ASCII tail of text", 44, 0x672c, true},
+		{"emoji 😀!", 8, 0x1f600, true},
+		{"bad \xff byte", 0, 0, false},
+		{"truncated \xe2\x98", 0, 0, false},
+	} {
+		n, maxChar, ok := textShape(tc.s)
+		if ok != tc.ok || (ok && (n != tc.n || maxChar != tc.maxChar)) {
+			t.Errorf("textShape(%q) = %d, %#x, %v; want %d, %#x, %v", tc.s, n, maxChar, ok, tc.n, tc.maxChar, tc.ok)
+		}
+	}
+}
+
+// decodeRune agrees with utf8.DecodeRuneInString on every one-, two- and
+// three-byte sequence (valid or not), and on four-byte ones.
+func TestDecodeRune(t *testing.T) {
+	check := func(s string) {
+		r, n := decodeRune(s)
+		wr, wn := utf8.DecodeRuneInString(s)
+		if r != wr || n != wn {
+			t.Fatalf("decodeRune(%q) = %U, %d; want %U, %d", s, r, n, wr, wn)
+		}
+	}
+	for a := 0x80; a < 0x100; a++ {
+		for b := 0; b < 0x100; b++ {
+			check(string([]byte{byte(a), byte(b)}))
+			for _, c := range []byte{0x00, 0x41, 0x80, 0x9f, 0xa0, 0xbf, 0xc0, 0xff} {
+				check(string([]byte{byte(a), byte(b), c}))
+			}
+		}
+	}
+	check("😀 and more")
+	check("\xf0\x9f\x98")
 }
