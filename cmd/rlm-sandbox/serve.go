@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -14,13 +15,31 @@ import (
 type serveOptions struct {
 	global *globalOptions
 	stdio  bool
+
+	// serve --listen
+	listen         string
+	tokenFile      string
+	insecureNoAuth bool
+	tlsCert        string
+	tlsKey         string
+	clientCA       string
+	maxMessage     byteSize
+	maxInflight    int
+	maxConns       int
+	maxSandboxes   int
+	maxPerConn     int
+	memoryBudget   byteSize
+	pool           int
+	metricsListen  string
+	drainTimeout   time.Duration
+	logFormat      string
 }
 
 func newServeCmd(ios *iostreams, g *globalOptions, runF func(*serveOptions) error) *cobra.Command {
 	o := &serveOptions{global: g}
 	cmd := &cobra.Command{
-		Use:   "serve --stdio",
-		Short: "Serve sandboxes over JSON-RPC 2.0 on standard input and output",
+		Use:   "serve (--stdio | --listen ADDR)",
+		Short: "Serve sandboxes over JSON-RPC 2.0 on standard input and output, or on a socket",
 		Long: `Lets a program in any language create and drive sandboxes: JSON-RPC 2.0,
 one message per line, requests on standard input and responses on standard
 output. Methods: create, execute, get_variable, set_variable, cancel,
@@ -31,19 +50,48 @@ for one sandbox are served in the order they arrive.
 
 When standard input ends, the server answers the requests it has read,
 destroys every sandbox and exits. docs/serve.md describes the protocol,
-with a complete example session. Logs go to standard error.`,
+with a complete example session. Logs go to standard error.
+
+With --listen unix:PATH or HOST:PORT the server takes many clients, each
+connection a session with the same protocol and its own sandboxes, which
+end with the connection. TCP needs --token-file (or --client-ca) unless
+--insecure-no-auth is given; the first message then must be
+"authenticate". SIGTERM drains: no new work, running executes finish
+(up to --drain-timeout), then every sandbox is destroyed and the server
+exits 0. docs/serve.md, "The network server", has the details.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !o.stdio {
-				return usageErrorf("serve needs a transport: --stdio (the only one so far)")
+			if o.stdio == (o.listen != "") {
+				return usageErrorf("serve needs one transport: --stdio or --listen ADDR")
 			}
 			if runF != nil {
 				return runF(o)
 			}
+			if o.listen != "" {
+				return runListen(cmd.Context(), ios, o)
+			}
 			return runServe(cmd.Context(), ios, o)
 		},
 	}
-	cmd.Flags().BoolVar(&o.stdio, "stdio", false, "speak JSON-RPC on standard input and output")
+	f := cmd.Flags()
+	f.BoolVar(&o.stdio, "stdio", false, "speak JSON-RPC on standard input and output")
+	f.StringVar(&o.listen, "listen", "", "serve clients on `ADDR`: unix:PATH (a socket of mode 0600) or HOST:PORT")
+	f.StringVar(&o.tokenFile, "token-file", "", "`FILE` holding the bearer token clients must authenticate with")
+	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "allow TCP clients without a token or client certificate")
+	f.StringVar(&o.tlsCert, "tls-cert", "", "serve TLS with this certificate `FILE` (PEM)")
+	f.StringVar(&o.tlsKey, "tls-key", "", "the TLS private key `FILE` (PEM)")
+	f.StringVar(&o.clientCA, "client-ca", "", "require client certificates signed by the CA in `FILE` (mutual TLS)")
+	o.maxMessage = 64 << 20
+	f.Var(&o.maxMessage, "max-message", "longest message a client may send (bytes; K, M, G suffixes)")
+	f.IntVar(&o.maxInflight, "max-inflight", 256, "requests per connection read and not yet answered (0: no limit)")
+	f.IntVar(&o.maxConns, "max-connections", 0, "connections at once; more are answered busy (0: no limit)")
+	f.IntVar(&o.maxSandboxes, "max-sandboxes", 0, "sandboxes at once in all connections (0: no limit)")
+	f.IntVar(&o.maxPerConn, "max-sandboxes-per-connection", 0, "sandboxes at once in one connection (0: no limit)")
+	f.Var(&o.memoryBudget, "memory-budget", "total worker RSS to admit new sandboxes under (bytes; K, M, G suffixes; 0: none)")
+	f.IntVar(&o.pool, "pool", 0, "warm sandboxes to keep started for creates with default settings")
+	f.StringVar(&o.metricsListen, "metrics-listen", "", "serve /metrics, /healthz and /readyz over HTTP on `HOST:PORT`")
+	f.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long running requests may take before everything is destroyed")
+	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	return cmd
 }
 

@@ -21,13 +21,19 @@ const methods = "create, execute, get_variable, set_variable, cancel, destroy, r
 // dispatch starts serving one request; done is called once, maybe later
 // from another goroutine.
 func (s *server) dispatch(m *message, done doneFunc) {
+	if s.hub.draining() && startsWork(m.Method) {
+		done(nil, newRPCError(codeShutdown, kindShutdown, "the server is draining (shutting down): it takes no new work; connect again to reach another replica"))
+		return
+	}
 	switch m.Method {
+	case "authenticate":
+		s.authenticate(m.Params, done)
 	case "create":
 		s.create(m.Params, done)
 	case "execute":
 		var p executeParams
 		s.queue(m.Params, &p, &p.sandboxParam, done, func(e *sandboxEntry, sb supervisor.Sandbox) (any, error) {
-			return s.execute(sb, p)
+			return s.execute(e, sb, p)
 		})
 	case "get_variable":
 		var p variableParams
@@ -285,15 +291,24 @@ func (s *server) create(raw json.RawMessage, done doneFunc) {
 		done(nil, newRPCError(codeShutdown, kindShutdown, "the server is shutting down"))
 		return
 	}
+	release, err := s.hub.admit(s)
+	if err != nil {
+		s.mu.Unlock()
+		done(nil, err)
+		return
+	}
 	s.created++
 	e := &sandboxEntry{id: fmt.Sprintf("s%d", s.created), q: newJobQueue(), value: value}
+	if release != nil {
+		e.gone = func() { release(e) }
+	}
 	e.ctx, e.cancel = context.WithCancel(s.ctx)
 	s.sandboxes[e.id] = e
 	s.mu.Unlock()
 
 	cfg := s.sandboxConfig(e, p, bridges)
 	e.q.push(func() {
-		sb, err := supervisor.New(e.ctx, cfg)
+		sb, err := s.hub.newSandbox(e.ctx, cfg, p)
 		if err == nil {
 			if err = sb.Initialize(e.ctx, value); err != nil {
 				sb.Destroy()
@@ -319,10 +334,14 @@ func (s *server) create(raw json.RawMessage, done doneFunc) {
 			}
 			s.mu.Unlock()
 			e.q.close()
+			e.ended()
+			s.hub.createFailed(e.ctx.Err() == nil)
 			done(nil, err)
 			return
 		}
+		s.hub.created()
 		done(newCreateResult(e.id, sb.Info()), nil)
+		s.measure(e, sb, 0)
 	})
 }
 
@@ -370,12 +389,17 @@ func (s *server) sandboxConfig(e *sandboxEntry, p createParams, bridges map[stri
 
 // execute runs code; a timeout or cancellation is an error whose data
 // holds what the code printed until then.
-func (s *server) execute(sb supervisor.Sandbox, p executeParams) (any, error) {
+func (s *server) execute(e *sandboxEntry, sb supervisor.Sandbox, p executeParams) (any, error) {
 	run := sb.Execute
 	if p.Interactive {
 		run = sb.ExecuteInteractive
 	}
+	start := time.Now()
 	ce, err := run(s.ctx, p.Code)
+	s.hub.observeExecute(ce, err, time.Since(start))
+	if s.hub != nil {
+		e.q.push(func() { s.measure(e, sb, time.Second) }) // after this execute, before the next
+	}
 	if err == nil {
 		return executionResult(ce, nil), nil
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // serveProtocolVersion is the version of the JSON-RPC protocol of `serve`
@@ -58,6 +59,9 @@ func (e *rpcError) Error() string { return e.Message }
 type errorData struct {
 	Kind      string     `json:"kind"`
 	Execution *execution `json:"execution,omitempty"`
+	// For "busy": which limit was reached, and when to try again.
+	Limit        string `json:"limit,omitempty"`
+	RetryAfterMS int64  `json:"retry_after_ms,omitempty"`
 }
 
 // JSON-RPC error codes: the standard ones, then the server's.
@@ -73,12 +77,32 @@ const (
 	codeCanceled       = -32002
 	codeNoSuchSandbox  = -32003 // never created, destroyed, or its create failed
 	codeShutdown       = -32004 // the server is shutting down
+	codeUnauthorized   = -32005 // serve --listen: missing or wrong token; the connection is closed
+	codeBusy           = -32006 // serve --listen: a limit is reached; data.retry_after_ms says when to try again
 )
 
 const (
 	kindNoSuchSandbox = "no_such_sandbox"
 	kindShutdown      = "shutdown"
+	kindUnauthorized  = "unauthorized"
+	kindBusy          = "busy"
 )
+
+// The limits a "busy" error names (data.limit).
+const (
+	limitSandboxes     = "max_sandboxes"
+	limitPerConnection = "max_sandboxes_per_connection"
+	limitMemory        = "memory_budget"
+	limitConnections   = "max_connections"
+	limitInflight      = "max_inflight"
+)
+
+// busyError is the "busy" error for limit; retry is when to try again (0:
+// when a request of this connection has been answered).
+func busyError(limit string, retry time.Duration, format string, args ...any) *rpcError {
+	return &rpcError{Code: codeBusy, Message: "busy: " + fmt.Sprintf(format, args...),
+		Data: &errorData{Kind: kindBusy, Limit: limit, RetryAfterMS: retry.Milliseconds()}}
+}
 
 func newRPCError(code int, kind, format string, args ...any) *rpcError {
 	return &rpcError{Code: code, Message: fmt.Sprintf(format, args...), Data: &errorData{Kind: kind}}

@@ -10,6 +10,8 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
 )
@@ -36,6 +38,14 @@ type server struct {
 
 	inputDone chan struct{}  // closed when the input has ended
 	inflight  sync.WaitGroup // requests read and not yet answered
+	inflightN atomic.Int64   // the same, counted
+
+	// Set for a network session (serve --listen); zero for --stdio.
+	hub         *hub   // admission control, metrics and drain, shared by the sessions
+	token       []byte // the bearer token the first message must present; nil: none
+	authed      bool   // the first message authenticated (only the reader uses it)
+	maxMessage  int    // bytes in one line; 0: no limit
+	maxInflight int    // requests read and not yet answered; 0: no limit
 }
 
 func newServer(ctx context.Context, out io.Writer, logger *slog.Logger) *server {
@@ -50,19 +60,35 @@ func newServer(ctx context.Context, out io.Writer, logger *slog.Logger) *server 
 	return s
 }
 
-// readLoop reads messages, one per line, until the input ends.
+// readLoop reads messages, one per line, until the input ends, a line is
+// longer than maxMessage, or the first message of a session that needs a
+// token does not authenticate (both errors are answered first).
 func (s *server) readLoop(in io.Reader) error {
 	br := bufio.NewReaderSize(in, 1<<16)
+	var line []byte
 	for {
-		line, err := br.ReadBytes('\n')
-		if line = bytes.TrimSpace(line); len(line) > 0 {
-			s.handleLine(line)
+		chunk, err := br.ReadSlice('\n')
+		if s.maxMessage > 0 && len(line)+len(chunk) > s.maxMessage+1 {
+			s.send(errorResponse{"2.0", nullID, newRPCError(codeInvalidRequest, "message_too_large",
+				"a message is longer than the server's limit of %d bytes; the connection is closed", s.maxMessage)})
+			return errMessageTooLarge
 		}
+		line = append(line, chunk...)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if t := bytes.TrimSpace(line); len(t) > 0 {
+			if !s.authenticateFirst(t) {
+				return errUnauthorized
+			}
+			s.handleLine(t)
+		}
+		line = nil
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("read standard input: %w", err)
+			return fmt.Errorf("read the client's messages: %w", err)
 		}
 	}
 }
@@ -121,7 +147,7 @@ func (s *server) send(v any) error {
 		return context.Cause(s.ctx)
 	}
 	if _, err := s.out.Write(buf.Bytes()); err != nil {
-		err = fmt.Errorf("write to standard output: %w", err)
+		err = fmt.Errorf("write to the client: %w", err)
 		s.cancel(err)
 		return err
 	}
@@ -180,9 +206,16 @@ func (s *server) handleMessage(raw []byte, newReply func() replyFunc) {
 		reply(errorResponse{"2.0", m.ID, newRPCError(codeInvalidRequest, "invalid_request", `"jsonrpc" must be "2.0"`)})
 		return
 	}
+	if s.maxInflight > 0 && s.inflightN.Load() >= int64(s.maxInflight) {
+		reply(errorResponse{"2.0", m.ID, busyError(limitInflight, 0,
+			"%d requests of this connection are not answered yet, the server's limit", s.maxInflight)})
+		return
+	}
 	s.inflight.Add(1)
+	s.inflightN.Add(1)
 	s.dispatch(&m, func(result any, err error) {
 		defer s.inflight.Done()
+		defer s.inflightN.Add(-1)
 		if err != nil {
 			reply(errorResponse{"2.0", m.ID, toRPCError(err)})
 			return
@@ -249,8 +282,10 @@ func (s *server) callClient(ctx context.Context, method string, params any) (str
 	if err := s.send(outRequest{JSONRPC: "2.0", ID: id, Method: method, Params: params}); err != nil {
 		return "", err
 	}
+	start := time.Now()
 	select {
 	case m := <-answer:
+		s.hub.observeBridge(method, time.Since(start))
 		if m.Error != nil {
 			return "", errors.New(m.Error.Message)
 		}
@@ -303,6 +338,20 @@ type sandboxEntry struct {
 	sb        supervisor.Sandbox // nil until created
 	createErr error
 	destroyed bool
+
+	gone     func() // called once when the sandbox ends (admission's release); may be nil
+	goneOnce sync.Once
+	rss      atomic.Uint64 // the worker's RSS last measured
+	measured atomic.Int64  // when, in Unix nanoseconds
+}
+
+// ended calls gone, once.
+func (e *sandboxEntry) ended() {
+	e.goneOnce.Do(func() {
+		if e.gone != nil {
+			e.gone()
+		}
+	})
 }
 
 // sandbox returns the sandbox for a request that needs it.
@@ -330,4 +379,5 @@ func (e *sandboxEntry) destroy() {
 		sb.Destroy()
 	}
 	e.q.close()
+	e.ended()
 }

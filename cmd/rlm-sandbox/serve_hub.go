@@ -1,0 +1,443 @@
+package main
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
+)
+
+// Why a network session ends.
+var (
+	errMessageTooLarge = errors.New("a message exceeded the size limit")
+	errUnauthorized    = errors.New("the client did not authenticate")
+	errServerDrained   = errors.New("the server shut down (drain over)")
+	errDisconnected    = errors.New("the client disconnected")
+)
+
+// hubOptions are the limits of serve --listen.
+type hubOptions struct {
+	maxSandboxes  int    // in all sessions; 0: no limit
+	maxPerConn    int    // in one session; 0: no limit
+	memoryBudget  uint64 // bytes of worker RSS; 0: no budget
+	maxConns      int    // sessions at once; 0: no limit
+	pool          int    // warm sandboxes kept started
+	retryAfter    time.Duration
+	estimatedRSS  uint64 // a sandbox's RSS before it is measured
+	drainDeadline time.Duration
+}
+
+// hub is what the sessions of serve --listen share: admission control
+// (sandbox and memory limits), the warm pool, the metrics and the drain
+// state. Its methods do nothing on a nil hub (serve --stdio).
+type hub struct {
+	opts    hubOptions
+	logger  *slog.Logger
+	metrics *serveMetrics
+	ctx     context.Context // ends the pool's starts
+	stop    context.CancelFunc
+
+	drain atomic.Bool
+
+	mu       sync.Mutex
+	live     int             // sandboxes admitted and not ended
+	perConn  map[*server]int // the same by session
+	measured int             // live sandboxes whose RSS is known
+	rss      uint64          // their RSS, summed
+	sessions map[*server]struct{}
+
+	pool     chan *pooled
+	poolDone chan struct{}
+}
+
+func newHub(opts hubOptions, logger *slog.Logger, m *serveMetrics) *hub {
+	if opts.estimatedRSS == 0 {
+		opts.estimatedRSS = 64 << 20
+	}
+	if opts.retryAfter <= 0 {
+		opts.retryAfter = time.Second
+	}
+	h := &hub{opts: opts, logger: logger, metrics: m, perConn: map[*server]int{}, sessions: map[*server]struct{}{},
+		poolDone: make(chan struct{})}
+	h.ctx, h.stop = context.WithCancel(context.Background())
+	if opts.pool > 0 {
+		h.pool = make(chan *pooled, opts.pool)
+		go h.fillPool()
+	} else {
+		close(h.poolDone)
+	}
+	return h
+}
+
+func (h *hub) draining() bool { return h != nil && h.drain.Load() }
+
+// startsWork: methods refused while draining (they would start something
+// new); the others (cancel, destroy, stats, get_variable, version) still work.
+func startsWork(method string) bool {
+	switch method {
+	case "create", "execute", "set_variable", "restart":
+		return true
+	}
+	return false
+}
+
+// admit reserves a place for a new sandbox of session s, or answers busy
+// at once. release gives the place back when the sandbox ends.
+func (h *hub) admit(s *server) (release func(*sandboxEntry), err error) {
+	if h == nil {
+		return nil, nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch o := h.opts; {
+	case o.maxSandboxes > 0 && h.live >= o.maxSandboxes:
+		err = busyError(limitSandboxes, o.retryAfter, "the server runs %d sandboxes, its limit (--max-sandboxes)", h.live)
+	case o.maxPerConn > 0 && h.perConn[s] >= o.maxPerConn:
+		err = busyError(limitPerConnection, 0,
+			"this connection has %d sandboxes, the limit per connection (--max-sandboxes-per-connection); destroy one first", h.perConn[s])
+	case o.memoryBudget > 0 && h.projectedRSS()+o.estimatedRSS > o.memoryBudget:
+		err = busyError(limitMemory, o.retryAfter, "the workers use about %d MiB of the memory budget of %d MiB (--memory-budget)",
+			h.projectedRSS()>>20, o.memoryBudget>>20)
+	}
+	if err != nil {
+		h.metrics.rejected(err.(*rpcError).Data.(*errorData).Limit)
+		return nil, err
+	}
+	h.live++
+	h.perConn[s]++
+	h.metrics.setLive(h.live)
+	return func(e *sandboxEntry) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.live--
+		if h.perConn[s]--; h.perConn[s] <= 0 {
+			delete(h.perConn, s)
+		}
+		if e.measured.Load() != 0 {
+			h.measured--
+			h.rss -= e.rss.Load()
+		}
+		e.measured.Store(-1) // no more measurements count
+		h.metrics.setLive(h.live)
+		h.metrics.setRSS(h.rss)
+		e.mu.Lock()
+		wasCreated := e.sb != nil
+		e.mu.Unlock()
+		if wasCreated {
+			h.metrics.destroyed()
+		}
+	}, nil
+}
+
+// projectedRSS is the measured RSS plus an estimate for the sandboxes not
+// measured yet (the mean of those measured, or estimatedRSS). h.mu is held.
+func (h *hub) projectedRSS() uint64 {
+	est := h.opts.estimatedRSS
+	if h.measured > 0 {
+		est = h.rss / uint64(h.measured)
+	}
+	return h.rss + uint64(h.live-h.measured)*est
+}
+
+// measure records the RSS of e's worker, unless it was measured less than
+// minInterval ago. It runs in e's queue, so it never waits for an execute.
+func (s *server) measure(e *sandboxEntry, sb supervisor.Sandbox, minInterval time.Duration) {
+	h := s.hub
+	if h == nil {
+		return
+	}
+	last := e.measured.Load()
+	if last < 0 || (last > 0 && time.Since(time.Unix(0, last)) < minInterval) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
+	st, err := sb.Stats(ctx)
+	cancel()
+	if err != nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	prev := e.measured.Load()
+	if prev < 0 { // ended meanwhile
+		return
+	}
+	if prev == 0 {
+		h.measured++
+	} else {
+		h.rss -= e.rss.Load()
+	}
+	h.rss += st.RSSBytes
+	e.rss.Store(st.RSSBytes)
+	e.measured.Store(time.Now().UnixNano())
+	h.metrics.setRSS(h.rss)
+}
+
+// ready: the warm pool is filled, the server is below its limits and not
+// draining (/readyz).
+func (h *hub) ready() (bool, string) {
+	if h.draining() {
+		return false, "draining"
+	}
+	if h.opts.pool > 0 && len(h.pool) < h.opts.pool {
+		return false, fmt.Sprintf("warm pool %d/%d", len(h.pool), h.opts.pool)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.opts.maxSandboxes > 0 && h.live >= h.opts.maxSandboxes {
+		return false, "at --max-sandboxes"
+	}
+	if h.opts.memoryBudget > 0 && h.projectedRSS()+h.opts.estimatedRSS > h.opts.memoryBudget {
+		return false, "at --memory-budget"
+	}
+	return true, "ok"
+}
+
+func (h *hub) created() {
+	if h != nil {
+		h.metrics.created()
+	}
+}
+
+func (h *hub) createFailed(real bool) {
+	if h != nil && real {
+		h.metrics.failed()
+	}
+}
+
+func (h *hub) observeExecute(ce *supervisor.CodeExecution, err error, d time.Duration) {
+	if h == nil {
+		return
+	}
+	outcome := "ok"
+	switch {
+	case err != nil:
+		outcome = errorKind(err)
+	case ce != nil && ce.Error != "":
+		outcome = "exception"
+	}
+	h.metrics.execution(outcome, d)
+}
+
+func (h *hub) observeBridge(method string, d time.Duration) {
+	if h != nil {
+		h.metrics.bridge(method, d)
+	}
+}
+
+// addSession registers a session, or refuses it over --max-connections.
+func (h *hub) addSession(s *server) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.opts.maxConns > 0 && len(h.sessions) >= h.opts.maxConns {
+		h.metrics.rejected(limitConnections)
+		return busyError(limitConnections, h.opts.retryAfter,
+			"the server has %d connections, its limit (--max-connections)", len(h.sessions))
+	}
+	h.sessions[s] = struct{}{}
+	h.metrics.setConnections(len(h.sessions), true)
+	return nil
+}
+
+func (h *hub) removeSession(s *server) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.sessions, s)
+	h.metrics.setConnections(len(h.sessions), false)
+}
+
+// busyRequests is the number of requests the sessions have not answered.
+func (h *hub) busyRequests() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var n int64
+	for s := range h.sessions {
+		n += s.inflightN.Load()
+	}
+	return n
+}
+
+// endSessions ends every session at once (their sandboxes are destroyed).
+func (h *hub) endSessions(cause error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.sessions {
+		s.cancel(cause)
+	}
+}
+
+func (h *hub) sessionCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.sessions)
+}
+
+// close stops the pool and destroys its idle sandboxes.
+func (h *hub) close() {
+	h.stop()
+	<-h.poolDone
+	if h.pool == nil {
+		return
+	}
+	for {
+		select {
+		case p := <-h.pool:
+			p.sb.Destroy()
+		default:
+			return
+		}
+	}
+}
+
+// pooled is a warm sandbox: started with callbacks that forward to the
+// config bound when a create takes it. (supervisor.Pool cannot serve here:
+// its sandboxes share one Config, so their callbacks cannot tell which
+// session's sandbox they belong to.)
+type pooled struct {
+	sb    supervisor.Sandbox
+	bound atomic.Pointer[supervisor.Config]
+}
+
+func (h *hub) fillPool() {
+	defer close(h.poolDone)
+	delay := time.Duration(0)
+	for {
+		if delay > 0 {
+			select {
+			case <-time.After(delay):
+			case <-h.ctx.Done():
+				return
+			}
+		}
+		p := &pooled{}
+		sb, err := supervisor.New(h.ctx, p.config(h.logger.With("pool", true)))
+		if err != nil {
+			if h.ctx.Err() != nil {
+				return
+			}
+			delay = min(max(2*delay, time.Second), time.Minute)
+			h.logger.Warn("warm pool: could not start a sandbox; retrying", "err", err, "in", delay)
+			continue
+		}
+		delay = 0
+		p.sb = sb
+		select {
+		case h.pool <- p:
+			h.metrics.setPoolIdle(len(h.pool))
+		case <-h.ctx.Done():
+			sb.Destroy()
+			return
+		}
+	}
+}
+
+// config is the default sandbox configuration with callbacks that forward
+// to the bound config.
+func (p *pooled) config(logger *slog.Logger) supervisor.Config {
+	return supervisor.Config{
+		Logger: logger,
+		OnStdout: func(line string) {
+			if c := p.bound.Load(); c != nil && c.OnStdout != nil {
+				c.OnStdout(line)
+			}
+		},
+		OnStderr: func(line string) {
+			if c := p.bound.Load(); c != nil && c.OnStderr != nil {
+				c.OnStderr(line)
+			}
+		},
+		OnLLMQuery: func(ctx context.Context, prompt string) (string, error) {
+			if c := p.bound.Load(); c != nil {
+				return c.OnLLMQuery(ctx, prompt)
+			}
+			return "", errors.New("llm_query is not available")
+		},
+		OnRLMQuery: func(ctx context.Context, task string, value any) (string, error) {
+			if c := p.bound.Load(); c != nil {
+				return c.OnRLMQuery(ctx, task, value)
+			}
+			return "", errors.New("rlm_query is not available")
+		},
+	}
+}
+
+// poolable: a create whose sandbox a warm one can be (the defaults, in a
+// worker).
+func poolable(p createParams) bool {
+	return p.TimeoutMS == nil && p.WallTimeoutMS == 0 && p.MaxOutput == 0 && p.MemoryLimit == 0 &&
+		!p.Direct && len(p.IndexURL) == 0
+}
+
+// newSandbox starts the sandbox of a create: a warm one when the pool has
+// one that fits, otherwise a new one.
+func (h *hub) newSandbox(ctx context.Context, cfg supervisor.Config, p createParams) (supervisor.Sandbox, error) {
+	if h != nil && h.pool != nil && poolable(p) {
+		for {
+			select {
+			case w := <-h.pool:
+				h.metrics.setPoolIdle(len(h.pool))
+				if _, err := w.sb.Stats(ctx); err != nil { // died while idle
+					w.sb.Destroy()
+					continue
+				}
+				w.bound.Store(&cfg)
+				return w.sb, nil
+			default:
+			}
+			break
+		}
+	}
+	return supervisor.New(ctx, cfg)
+}
+
+// tokenParams are authenticate's params.
+type tokenParams struct {
+	Token string `json:"token"`
+}
+
+// authenticateFirst checks the first line of a session that needs a token:
+// it must be an authenticate request with the right token. Otherwise it
+// answers unauthorized and reports false (the session ends).
+func (s *server) authenticateFirst(line []byte) bool {
+	if s.token == nil || s.authed {
+		return true
+	}
+	var m message
+	if line[0] == '{' && json.Unmarshal(line, &m) == nil && m.Method == "authenticate" && s.tokenOK(m.Params) {
+		s.authed = true
+		return true
+	}
+	id := m.ID
+	if !validID(id) || len(id) == 0 {
+		id = nullID
+	}
+	s.send(errorResponse{"2.0", id, newRPCError(codeUnauthorized, kindUnauthorized,
+		`unauthorized: the first message must be {"method": "authenticate", "params": {"token": …}} with the server's token; the connection is closed`)})
+	s.hub.metrics.rejected("unauthorized")
+	return false
+}
+
+func (s *server) tokenOK(raw json.RawMessage) bool {
+	var p tokenParams
+	if decodeParams(raw, &p) != nil {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(p.Token), s.token) == 1
+}
+
+// authenticate answers the authenticate method: {} when the token is right
+// or none is needed (so a client may always send it).
+func (s *server) authenticate(raw json.RawMessage, done doneFunc) {
+	if s.token != nil && !s.tokenOK(raw) {
+		done(nil, newRPCError(codeUnauthorized, kindUnauthorized, "unauthorized: wrong token"))
+		return
+	}
+	done(struct{}{}, nil)
+}

@@ -1,0 +1,308 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// runListen is serve --listen: every connection is a session of the
+// --stdio protocol (plus authenticate), with its own sandboxes.
+func runListen(parent context.Context, ios *iostreams, o *serveOptions) error {
+	logger, err := newServeLogger(ios.ErrOut, o.logFormat, o.global.verbose)
+	if err != nil {
+		return err
+	}
+	token, err := readToken(o.tokenFile)
+	if err != nil {
+		return err
+	}
+	network, addr, isUnix := parseListenAddr(o.listen)
+	if !isUnix && token == nil && o.clientCA == "" && !o.insecureNoAuth {
+		return usageErrorf("--listen %s is TCP: give --token-file (or --client-ca), or --insecure-no-auth to serve anyone who connects", o.listen)
+	}
+	tlsConf, err := serverTLS(o)
+	if err != nil {
+		return err
+	}
+	ln, err := listenOn(network, addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", o.listen, err)
+	}
+	if isUnix {
+		defer os.Remove(addr)
+	}
+	if tlsConf != nil {
+		ln = tls.NewListener(ln, tlsConf)
+	}
+
+	// SIGTERM or SIGINT drains; a second one ends everything at once.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
+	defer signal.Stop(sigs)
+	pipe := make(chan os.Signal, 1)
+	signal.Notify(pipe, syscall.SIGPIPE)
+	defer signal.Stop(pipe)
+
+	var metrics *serveMetrics
+	if o.metricsListen != "" {
+		metrics = newServeMetrics()
+	}
+	h := newHub(hubOptions{
+		maxSandboxes: o.maxSandboxes, maxPerConn: o.maxPerConn, memoryBudget: uint64(o.memoryBudget),
+		maxConns: o.maxConns, pool: o.pool, drainDeadline: o.drainTimeout,
+	}, logger, metrics)
+	defer h.close()
+	if metrics != nil {
+		mln, err := net.Listen("tcp", o.metricsListen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("--metrics-listen %s: %w", o.metricsListen, err)
+		}
+		srv := &http.Server{Handler: metricsHandler(metrics, h), ReadHeaderTimeout: 10 * time.Second}
+		go srv.Serve(mln)
+		defer srv.Close()
+		logger.Info("metrics", "addr", mln.Addr().String())
+	}
+	// Tests and scripts read the address from this line (port 0 picks one).
+	logger.Info("listening", "addr", ln.Addr().String(), "tls", tlsConf != nil, "token", token != nil)
+
+	var conns sync.WaitGroup
+	accepted := make(chan error, 1)
+	go func() {
+		accepted <- acceptLoop(ln, h, logger, o, token, &conns)
+	}()
+
+	var hard bool
+	select {
+	case sig := <-sigs:
+		logger.Info("draining", "signal", sig.String(), "drain_timeout", o.drainTimeout)
+		ln.Close()
+		<-accepted
+		hard = drain(h, sigs, o.drainTimeout, logger)
+	case err := <-accepted:
+		logger.Error("accept failed", "err", err)
+		h.drain.Store(true)
+		hard = true
+	case <-parent.Done():
+		ln.Close()
+		<-accepted
+	}
+	h.endSessions(errServerDrained)
+	conns.Wait()
+	logger.Info("stopped", "forced", hard)
+	return nil
+}
+
+// drain refuses new work, then waits until the sessions have answered every
+// request, timeout passes or a second signal comes. It reports whether it
+// had to stop waiting.
+func drain(h *hub, sigs <-chan os.Signal, timeout time.Duration, logger *slog.Logger) bool {
+	h.drain.Store(true)
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		n := h.busyRequests()
+		if n == 0 {
+			return false
+		}
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			logger.Warn("drain timeout: destroying the sandboxes with requests still running", "requests", n)
+			return true
+		case sig := <-sigs:
+			logger.Warn("second signal: destroying everything now", "signal", sig.String())
+			return true
+		}
+	}
+}
+
+// acceptLoop serves each connection on its own goroutine until ln is
+// closed (then it returns nil).
+func acceptLoop(ln net.Listener, h *hub, logger *slog.Logger, o *serveOptions, token []byte, conns *sync.WaitGroup) error {
+	n := 0
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		n++
+		s := newServer(h.ctx, conn, logger.With("conn", n, "remote", conn.RemoteAddr().String()))
+		s.hub, s.token = h, token
+		s.maxMessage, s.maxInflight = int(o.maxMessage), o.maxInflight
+		if err := h.addSession(s); err != nil {
+			s.logger.Warn("connection refused", "err", err)
+			s.send(errorResponse{"2.0", nullID, err.(*rpcError)})
+			go lingerClose(conn)
+			continue
+		}
+		conns.Add(1)
+		go func() {
+			defer conns.Done()
+			defer h.removeSession(s)
+			serveConn(s, conn)
+		}()
+	}
+}
+
+// serveConn runs one session until the client disconnects (or the server
+// ends it): then every sandbox of the session is destroyed at once,
+// running executes included.
+func serveConn(s *server, conn net.Conn) {
+	s.logger.Info("connected")
+	stop := context.AfterFunc(s.ctx, func() { conn.Close() })
+	defer stop()
+	err := s.readLoop(conn)
+	switch {
+	case errors.Is(err, errUnauthorized), errors.Is(err, errMessageTooLarge):
+		s.logger.Warn("closing the connection", "err", err)
+		lingerClose(conn)
+	case err != nil && s.ctx.Err() == nil:
+		s.logger.Info("read failed", "err", err)
+	}
+	s.endOfInput()
+	if err == nil {
+		err = errDisconnected
+	}
+	s.cancel(err)
+	s.destroyAll()
+	conn.Close()
+	s.logger.Info("disconnected", "cause", context.Cause(s.ctx).Error())
+}
+
+// lingerClose closes conn after the client has read what was written: it
+// shuts down the writing side, reads what the client still sends (for a
+// while) and closes. Closing at once could reset the connection before
+// the client reads the error.
+func lingerClose(conn net.Conn) {
+	defer conn.Close()
+	type closeWriter interface{ CloseWrite() error }
+	if cw, ok := conn.(closeWriter); ok {
+		cw.CloseWrite()
+	}
+	conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	io.Copy(io.Discard, conn)
+}
+
+// parseListenAddr splits --listen into a network and an address.
+func parseListenAddr(s string) (network, addr string, isUnix bool) {
+	if p, ok := strings.CutPrefix(s, "unix:"); ok {
+		return "unix", p, true
+	}
+	return "tcp", s, false
+}
+
+// listenOn listens; a Unix socket is created with mode 0600, replacing a
+// stale socket file that no server answers on.
+func listenOn(network, addr string) (net.Listener, error) {
+	if network != "unix" {
+		return net.Listen(network, addr)
+	}
+	if fi, err := os.Lstat(addr); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		if c, err := net.Dial("unix", addr); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("another server listens on %s", addr)
+		}
+		os.Remove(addr)
+	}
+	old := syscall.Umask(0o177)
+	ln, err := net.Listen("unix", addr)
+	syscall.Umask(old)
+	if err != nil {
+		return nil, err
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false) // removed by runListen
+	if err := os.Chmod(addr, 0o600); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}
+
+// readToken reads --token-file: its content without surrounding
+// whitespace, which must not be empty. No file: nil.
+func readToken(path string) ([]byte, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, usageErrorf("--token-file: %v", err)
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return nil, usageErrorf("--token-file %s is empty", path)
+	}
+	return b, nil
+}
+
+// serverTLS is the TLS configuration of --tls-cert, --tls-key and
+// --client-ca, or nil without --tls-cert.
+func serverTLS(o *serveOptions) (*tls.Config, error) {
+	if o.tlsCert == "" && o.tlsKey == "" {
+		if o.clientCA != "" {
+			return nil, usageErrorf("--client-ca needs --tls-cert and --tls-key")
+		}
+		return nil, nil
+	}
+	if o.tlsCert == "" || o.tlsKey == "" {
+		return nil, usageErrorf("--tls-cert and --tls-key go together")
+	}
+	cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
+	if err != nil {
+		return nil, usageErrorf("--tls-cert/--tls-key: %v", err)
+	}
+	conf := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if o.clientCA != "" {
+		pem, err := os.ReadFile(o.clientCA)
+		if err != nil {
+			return nil, usageErrorf("--client-ca: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, usageErrorf("--client-ca %s holds no PEM certificate", o.clientCA)
+		}
+		conf.ClientCAs = pool
+		conf.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return conf, nil
+}
+
+// newServeLogger logs at Info (Debug with -v) as text or JSON.
+func newServeLogger(w io.Writer, format string, verbose bool) (*slog.Logger, error) {
+	level := slog.LevelInfo
+	if verbose {
+		level = slog.LevelDebug
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch format {
+	case "text", "":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, usageErrorf("--log-format %q: text or json", format)
+}
