@@ -89,8 +89,9 @@ func runListen(parent context.Context, ios *iostreams, o *serveOptions) error {
 	var hard bool
 	select {
 	case sig := <-sigs:
-		logger.Info("draining", "signal", sig.String(), "drain_timeout", o.drainTimeout)
+		h.drain.Store(true)
 		ln.Close()
+		logger.Info("draining", "signal", sig.String(), "drain_timeout", o.drainTimeout)
 		<-accepted
 		hard = drain(h, sigs, o.drainTimeout, logger)
 	case err := <-accepted:

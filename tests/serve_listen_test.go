@@ -1,0 +1,804 @@
+package tests
+
+import (
+	"bufio"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// listenServer is a running `rlm-sandbox serve --listen`.
+type listenServer struct {
+	t       *testing.T
+	cmd     *osexec.Cmd
+	stderr  *watchedBuffer
+	network string // "unix" or "tcp"
+	addr    string
+	metrics string // host:port of --metrics-listen, if given
+	done    chan struct{}
+	err     error
+}
+
+var (
+	listeningRe = regexp.MustCompile(`msg=listening addr=(\S+)`)
+	metricsRe   = regexp.MustCompile(`msg=metrics addr=(\S+)`)
+)
+
+// startListen starts the server with args after `serve` and waits until it
+// listens.
+func startListen(t *testing.T, args ...string) *listenServer {
+	t.Helper()
+	s := &listenServer{t: t, stderr: newWatchedBuffer(), done: make(chan struct{}), network: "tcp"}
+	s.cmd = osexec.Command(cliBin(t), append([]string{"serve"}, args...)...)
+	s.cmd.Stderr = s.stderr
+	for _, a := range args {
+		if strings.HasPrefix(a, "unix:") {
+			s.network = "unix"
+		}
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		s.err = s.cmd.Wait()
+		close(s.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-s.done:
+		default:
+			s.cmd.Process.Kill()
+			<-s.done
+		}
+	})
+	s.stderr.waitFor(t, "msg=listening", time.Minute)
+	s.addr = listeningRe.FindStringSubmatch(s.stderr.String())[1]
+	if m := metricsRe.FindStringSubmatch(s.stderr.String()); m != nil {
+		s.metrics = m[1]
+	}
+	return s
+}
+
+// exit waits for the server to exit and returns its status.
+func (s *listenServer) exit(within time.Duration) int {
+	s.t.Helper()
+	select {
+	case <-s.done:
+	case <-time.After(within):
+		s.t.Fatalf("the server still runs after %v; stderr:\n%s", within, s.stderr)
+	}
+	return exitStatus(s.t, s.err)
+}
+
+// netClient is one connection to a listenServer.
+type netClient struct {
+	t      *testing.T
+	srv    *listenServer
+	conn   net.Conn
+	lines  chan string
+	nextID int
+	// answer answers llm_query bridge requests in request; default "re: "+prompt.
+	answer func(prompt string) string
+}
+
+func (s *listenServer) dial(t *testing.T) *netClient {
+	t.Helper()
+	conn, err := net.Dial(s.network, s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newNetClient(t, s, conn)
+}
+
+func newNetClient(t *testing.T, s *listenServer, conn net.Conn) *netClient {
+	c := &netClient{t: t, srv: s, conn: conn, lines: make(chan string, 1000)}
+	go func() {
+		defer close(c.lines)
+		sc := bufio.NewScanner(conn)
+		sc.Buffer(nil, 64<<20)
+		for sc.Scan() {
+			c.lines <- sc.Text()
+		}
+	}()
+	t.Cleanup(func() { conn.Close() })
+	return c
+}
+
+func (c *netClient) send(v any) {
+	c.t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if _, err := c.conn.Write(append(b, '\n')); err != nil {
+		c.t.Fatalf("write: %v", err)
+	}
+}
+
+// next returns the next message from the server; ok is false when the
+// server closed the connection.
+func (c *netClient) next(within time.Duration) (m map[string]any, ok bool) {
+	c.t.Helper()
+	select {
+	case line, ok := <-c.lines:
+		if !ok {
+			return nil, false
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			c.t.Fatalf("the server wrote %q: %v", line, err)
+		}
+		return m, true
+	case <-time.After(within):
+		c.t.Fatalf("no message within %v; server stderr:\n%s", within, c.srv.stderr)
+	}
+	return nil, false
+}
+
+// closed waits until the server closes the connection.
+func (c *netClient) closed(within time.Duration) {
+	c.t.Helper()
+	for {
+		m, ok := c.next(within)
+		if !ok {
+			return
+		}
+		c.t.Logf("after the end: %v", m)
+	}
+}
+
+// request sends a request and returns its response, answering the
+// llm_query requests that come meanwhile.
+func (c *netClient) request(method string, params any) map[string]any {
+	c.t.Helper()
+	c.nextID++
+	id := float64(c.nextID)
+	c.send(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	for {
+		m, ok := c.next(2 * time.Minute)
+		if !ok {
+			c.t.Fatalf("%s: the server closed the connection; stderr:\n%s", method, c.srv.stderr)
+		}
+		if m["method"] == "llm_query" {
+			c.answerBridge(m)
+			continue
+		}
+		if m["id"] == id {
+			return m
+		}
+		c.t.Fatalf("%s: unexpected message %v", method, m)
+	}
+}
+
+func (c *netClient) answerBridge(m map[string]any) {
+	prompt := m["params"].(map[string]any)["prompt"].(string)
+	answer := "re: " + prompt
+	if c.answer != nil {
+		answer = c.answer(prompt)
+	}
+	c.send(map[string]any{"jsonrpc": "2.0", "id": m["id"], "result": answer})
+}
+
+// resultOf returns the result of a response, failing on an error.
+func resultOf(t *testing.T, m map[string]any) map[string]any {
+	t.Helper()
+	r, ok := m["result"].(map[string]any)
+	if !ok {
+		t.Fatalf("not a result: %v", m)
+	}
+	return r
+}
+
+// rpcErr returns the error code and data.kind of a response.
+func rpcErr(t *testing.T, m map[string]any) (code int, data map[string]any) {
+	t.Helper()
+	e, ok := m["error"].(map[string]any)
+	if !ok {
+		t.Fatalf("not an error: %v", m)
+	}
+	data, _ = e["data"].(map[string]any)
+	return int(e["code"].(float64)), data
+}
+
+const (
+	codeShutdown     = -32004
+	codeUnauthorized = -32005
+	codeBusy         = -32006
+	codeNoSuch       = -32003
+)
+
+func unixAddr(t *testing.T) string {
+	return "unix:" + filepath.Join(t.TempDir(), "s.sock")
+}
+
+func TestListenTwoClients(t *testing.T) {
+	srv := startListen(t, "--listen", unixAddr(t))
+	fi, err := os.Stat(strings.TrimPrefix(srv.addr, "unix:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("socket mode %v, want 0600", fi.Mode().Perm())
+	}
+	a, b := srv.dial(t), srv.dial(t)
+	a.answer = func(p string) string { return "A says " + p }
+	b.answer = func(p string) string { return "B says " + p }
+	var wg sync.WaitGroup
+	pids := map[string][]int{}
+	var mu sync.Mutex
+	for name, c := range map[string]*netClient{"a": a, "b": b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n := 2
+			if name == "b" {
+				n = 1
+			}
+			for range n {
+				r := resultOf(t, c.request("create", map[string]any{"bridges": []string{"llm_query"}, "context": name}))
+				mu.Lock()
+				pids[name] = append(pids[name], int(r["pid"].(float64)))
+				mu.Unlock()
+			}
+			for i := range 5 {
+				r := resultOf(t, c.request("execute", map[string]any{"sandbox": "s1",
+					"code": fmt.Sprintf("print(llm_query(context + ' %d'))", i)}))
+				want := fmt.Sprintf("%s says %s %d\n", strings.ToUpper(name), name, i)
+				if r["stdout"] != want {
+					t.Errorf("%s: stdout %q, want %q", name, r["stdout"], want)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	// b's s1 is not a's s1; b has no s2.
+	if slices.Contains(pids["a"], pids["b"][0]) {
+		t.Fatalf("the clients share a worker: %v", pids)
+	}
+	resultOf(t, a.request("set_variable", map[string]any{"sandbox": "s1", "name": "secret", "value": 42}))
+	if r := resultOf(t, b.request("get_variable", map[string]any{"sandbox": "s1", "name": "secret"})); r["found"] != false {
+		t.Fatalf("b sees a's variable: %v", r)
+	}
+	for _, method := range []string{"execute", "destroy", "cancel", "stats"} {
+		params := map[string]any{"sandbox": "s2"}
+		if method == "execute" {
+			params["code"] = "1"
+		}
+		code, data := rpcErr(t, b.request(method, params))
+		if code != codeNoSuch || data["kind"] != "no_such_sandbox" {
+			t.Fatalf("b %s on a's s2: code %d %v", method, code, data)
+		}
+	}
+	if r := resultOf(t, a.request("execute", map[string]any{"sandbox": "s2", "code": "print(context)"})); r["stdout"] != "a\n" {
+		t.Fatalf("a's s2 after b's attempts: %v", r)
+	}
+	// a's sandboxes end with a's connection; b's live on.
+	a.conn.Close()
+	waitGone(t, pids["a"], 30*time.Second)
+	if !alive(pids["b"][0]) {
+		t.Fatal("b's worker died with a's connection")
+	}
+	if r := resultOf(t, b.request("execute", map[string]any{"sandbox": "s1", "code": "print(context)"})); r["stdout"] != "b\n" {
+		t.Fatalf("%v", r)
+	}
+}
+
+func TestListenAuth(t *testing.T) {
+	t.Run("TCP needs a token", func(t *testing.T) {
+		_, stderr, code := runCLI(t, "", "serve", "--listen", "127.0.0.1:0")
+		if code != 2 || !strings.Contains(stderr, "--token-file") {
+			t.Fatalf("exit %d, stderr %s", code, stderr)
+		}
+	})
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := startListen(t, "--listen", "127.0.0.1:0", "--token-file", tokenFile)
+	refused := func(t *testing.T, first map[string]any) {
+		c := srv.dial(t)
+		c.send(first)
+		c.send(map[string]any{"jsonrpc": "2.0", "id": 2, "method": "create"})
+		m, ok := c.next(time.Minute)
+		if !ok {
+			t.Fatal("closed without an error")
+		}
+		if code, data := rpcErr(t, m); code != codeUnauthorized || data["kind"] != "unauthorized" {
+			t.Fatalf("%v", m)
+		}
+		c.closed(time.Minute)
+	}
+	t.Run("missing", func(t *testing.T) {
+		refused(t, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "create"})
+	})
+	t.Run("wrong", func(t *testing.T) {
+		refused(t, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "authenticate", "params": map[string]any{"token": "s3cret-tokeN"}})
+	})
+	t.Run("empty", func(t *testing.T) {
+		refused(t, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "authenticate", "params": map[string]any{}})
+	})
+	t.Run("right", func(t *testing.T) {
+		c := srv.dial(t)
+		resultOf(t, c.request("authenticate", map[string]any{"token": "s3cret-token"}))
+		resultOf(t, c.request("create", map[string]any{}))
+		if r := resultOf(t, c.request("execute", map[string]any{"sandbox": "s1", "code": "print(6*7)"})); r["stdout"] != "42\n" {
+			t.Fatalf("%v", r)
+		}
+	})
+	if n := strings.Count(srv.stderr.String(), "sandbox started"); n != 1 {
+		t.Fatalf("%d sandboxes started, want only the authenticated client's:\n%s", n, srv.stderr)
+	}
+}
+
+// testPKI writes a CA, a server certificate for 127.0.0.1 and a client
+// certificate, all signed by the CA, as PEM files in dir.
+func testPKI(t *testing.T, dir string) (caFile, certFile, keyFile string, client tls.Certificate, roots *x509.CertPool) {
+	t.Helper()
+	newKey := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	caKey := newKey()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	issue := func(serial int64, usage x509.ExtKeyUsage, ip bool) ([]byte, *ecdsa.PrivateKey) {
+		k := newKey()
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "test"},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}}
+		if ip {
+			tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return der, k
+	}
+	write := func(name, typ string, der []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	caFile = write("ca.pem", "CERTIFICATE", caDER)
+	srvDER, srvKey := issue(2, x509.ExtKeyUsageServerAuth, true)
+	certFile = write("server.pem", "CERTIFICATE", srvDER)
+	keyDER, _ := x509.MarshalECPrivateKey(srvKey)
+	keyFile = write("server-key.pem", "EC PRIVATE KEY", keyDER)
+	cliDER, cliKey := issue(3, x509.ExtKeyUsageClientAuth, false)
+	client = tls.Certificate{Certificate: [][]byte{cliDER}, PrivateKey: cliKey}
+	roots = x509.NewCertPool()
+	roots.AddCert(ca)
+	return
+}
+
+func TestListenTLS(t *testing.T) {
+	dir := t.TempDir()
+	caFile, certFile, keyFile, clientCert, roots := testPKI(t, dir)
+	tokenFile := filepath.Join(dir, "token")
+	os.WriteFile(tokenFile, []byte("tok"), 0o600)
+	t.Run("token over TLS", func(t *testing.T) {
+		srv := startListen(t, "--listen", "127.0.0.1:0", "--tls-cert", certFile, "--tls-key", keyFile, "--token-file", tokenFile)
+		conn, err := tls.Dial("tcp", srv.addr, &tls.Config{RootCAs: roots})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newNetClient(t, srv, conn)
+		resultOf(t, c.request("authenticate", map[string]any{"token": "tok"}))
+		resultOf(t, c.request("create", map[string]any{"bridges": []string{"llm_query"}}))
+		if r := resultOf(t, c.request("execute", map[string]any{"sandbox": "s1", "code": "print(llm_query('tls'))"})); r["stdout"] != "re: tls\n" {
+			t.Fatalf("%v", r)
+		}
+		// Plain TCP to a TLS port gets no JSON-RPC.
+		plain := srv.dial(t)
+		plain.send(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "version"})
+		if m, ok := plain.next(time.Minute); ok {
+			t.Fatalf("plain TCP answered: %v", m)
+		}
+	})
+	t.Run("mutual TLS", func(t *testing.T) {
+		srv := startListen(t, "--listen", "127.0.0.1:0", "--tls-cert", certFile, "--tls-key", keyFile, "--client-ca", caFile)
+		conn, err := tls.Dial("tcp", srv.addr, &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{clientCert}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newNetClient(t, srv, conn)
+		if r := resultOf(t, c.request("version", nil)); r["protocol"] != 1.0 {
+			t.Fatalf("%v", r)
+		}
+		// Without a client certificate, the handshake fails: nothing is answered.
+		conn2, err := tls.Dial("tcp", srv.addr, &tls.Config{RootCAs: roots})
+		if err == nil {
+			c2 := newNetClient(t, srv, conn2)
+			c2.send(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "version"})
+			if m, ok := c2.next(time.Minute); ok {
+				t.Fatalf("a client without a certificate was answered: %v", m)
+			}
+		}
+	})
+}
+
+func TestListenLimits(t *testing.T) {
+	srv := startListen(t, "--listen", unixAddr(t), "--max-connections", "1", "--max-sandboxes", "2", "--max-sandboxes-per-connection", "2")
+	a := srv.dial(t)
+	resultOf(t, a.request("version", nil)) // a is registered before b connects
+	b := srv.dial(t)
+	m, ok := b.next(time.Minute)
+	if !ok {
+		t.Fatal("the second connection was closed without an error")
+	}
+	if code, data := rpcErr(t, m); code != codeBusy || data["limit"] != "max_connections" || data["retry_after_ms"].(float64) <= 0 {
+		t.Fatalf("%v", m)
+	}
+	b.closed(time.Minute)
+
+	r1 := resultOf(t, a.request("create", map[string]any{}))
+	resultOf(t, a.request("create", map[string]any{}))
+	m = a.request("create", map[string]any{})
+	if code, data := rpcErr(t, m); code != codeBusy || data["kind"] != "busy" || data["limit"] != "max_sandboxes" || data["retry_after_ms"].(float64) <= 0 {
+		t.Fatalf("%v", m)
+	}
+	resultOf(t, a.request("destroy", map[string]any{"sandbox": "s1"}))
+	waitGone(t, []int{int(r1["pid"].(float64))}, 30*time.Second)
+	resultOf(t, a.request("create", map[string]any{}))
+
+	// Requests in flight per connection.
+	t.Run("in flight", func(t *testing.T) {
+		srv := startListen(t, "--listen", unixAddr(t), "--max-inflight", "1")
+		c := srv.dial(t)
+		resultOf(t, c.request("create", map[string]any{"bridges": []string{"llm_query"}}))
+		c.send(map[string]any{"jsonrpc": "2.0", "id": 100, "method": "execute", "params": map[string]any{"sandbox": "s1", "code": "print(llm_query('x'))"}})
+		bridge, _ := c.next(time.Minute)
+		if bridge["method"] != "llm_query" {
+			t.Fatalf("%v", bridge)
+		}
+		if code, data := rpcErr(t, c.request("version", nil)); code != codeBusy || data["limit"] != "max_inflight" {
+			t.Fatalf("code %d %v", code, data)
+		}
+		c.answerBridge(bridge)
+		if m, _ := c.next(time.Minute); m["id"] != 100.0 {
+			t.Fatalf("%v", m)
+		}
+		resultOf(t, c.request("version", nil))
+	})
+	t.Run("message size", func(t *testing.T) {
+		srv := startListen(t, "--listen", unixAddr(t), "--max-message", "1K")
+		c := srv.dial(t)
+		c.send(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "create", "params": map[string]any{"context": strings.Repeat("x", 2000)}})
+		m, ok := c.next(time.Minute)
+		if !ok {
+			t.Fatal("closed without an error")
+		}
+		if _, data := rpcErr(t, m); data["kind"] != "message_too_large" {
+			t.Fatalf("%v", m)
+		}
+		c.closed(time.Minute)
+	})
+}
+
+func TestListenDisconnectMidExecute(t *testing.T) {
+	srv := startListen(t, "--listen", unixAddr(t))
+	c := srv.dial(t)
+	r := resultOf(t, c.request("create", map[string]any{"bridges": []string{"llm_query"}, "timeout_ms": 0}))
+	pid := int(r["pid"].(float64))
+	c.send(map[string]any{"jsonrpc": "2.0", "id": 99, "method": "execute", "params": map[string]any{"sandbox": "s1",
+		"code": "llm_query('spinning')\nwhile True: pass"}})
+	m, _ := c.next(time.Minute)
+	if m["method"] != "llm_query" {
+		t.Fatalf("%v", m)
+	}
+	c.answerBridge(m)
+	c.conn.Close()
+	waitGone(t, []int{pid}, 30*time.Second)
+	srv.stderr.waitFor(t, "msg=disconnected", time.Minute)
+	// The server serves on.
+	c2 := srv.dial(t)
+	resultOf(t, c2.request("version", nil))
+}
+
+func TestListenDrain(t *testing.T) {
+	t.Run("running execute finishes", func(t *testing.T) {
+		srv := startListen(t, "--listen", unixAddr(t), "--drain-timeout", "2m")
+		c := srv.dial(t)
+		r := resultOf(t, c.request("create", map[string]any{"bridges": []string{"llm_query"}}))
+		pid := int(r["pid"].(float64))
+		c.send(map[string]any{"jsonrpc": "2.0", "id": 50, "method": "execute", "params": map[string]any{"sandbox": "s1",
+			"code": "a = llm_query('started')\nimport time\ntime.sleep(0.2)\nprint(a, 'finished')"}})
+		m, _ := c.next(time.Minute)
+		if m["method"] != "llm_query" {
+			t.Fatalf("%v", m)
+		}
+		srv.cmd.Process.Signal(syscall.SIGTERM)
+		srv.stderr.waitFor(t, "msg=draining", time.Minute)
+		// New work is refused while draining; what runs goes on.
+		c.send(map[string]any{"jsonrpc": "2.0", "id": 51, "method": "create"})
+		if m, _ := c.next(time.Minute); m["id"] != 51.0 {
+			t.Fatalf("%v", m)
+		} else if code, _ := rpcErr(t, m); code != codeShutdown {
+			t.Fatalf("%v", m)
+		}
+		if _, err := net.Dial("unix", srv.addr); err == nil {
+			t.Error("a new connection was accepted while draining")
+		}
+		c.answerBridge(m)
+		m, _ = c.next(time.Minute)
+		if m["id"] != 50.0 || resultOf(t, m)["stdout"] != "re: started finished\n" {
+			t.Fatalf("%v", m)
+		}
+		c.closed(time.Minute)
+		if code := srv.exit(time.Minute); code != 0 {
+			t.Fatalf("exit status %d; stderr:\n%s", code, srv.stderr)
+		}
+		waitGone(t, []int{pid}, 30*time.Second)
+	})
+	t.Run("drain timeout", func(t *testing.T) {
+		srv := startListen(t, "--listen", unixAddr(t), "--drain-timeout", "500ms")
+		c := srv.dial(t)
+		r := resultOf(t, c.request("create", map[string]any{"bridges": []string{"llm_query"}, "timeout_ms": 0}))
+		pid := int(r["pid"].(float64))
+		c.send(map[string]any{"jsonrpc": "2.0", "id": 50, "method": "execute", "params": map[string]any{"sandbox": "s1",
+			"code": "llm_query('spin')\nwhile True: pass"}})
+		m, _ := c.next(time.Minute)
+		c.answerBridge(m)
+		srv.cmd.Process.Signal(syscall.SIGTERM)
+		c.closed(time.Minute)
+		if code := srv.exit(time.Minute); code != 0 {
+			t.Fatalf("exit status %d; stderr:\n%s", code, srv.stderr)
+		}
+		if !strings.Contains(srv.stderr.String(), "drain timeout") {
+			t.Fatalf("stderr:\n%s", srv.stderr)
+		}
+		waitGone(t, []int{pid}, 30*time.Second)
+	})
+}
+
+// scrape returns the metrics without labels' spaces: "name{labels}" → value.
+func scrape(t *testing.T, addr string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err == nil {
+			out[line[:i]] = v
+		}
+	}
+	return out
+}
+
+func httpStatus(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func TestListenMetrics(t *testing.T) {
+	srv := startListen(t, "--listen", unixAddr(t), "--metrics-listen", "127.0.0.1:0", "--max-sandboxes", "2")
+	if code := httpStatus(t, "http://"+srv.metrics+"/healthz"); code != 200 {
+		t.Fatalf("/healthz %d", code)
+	}
+	c := srv.dial(t)
+	resultOf(t, c.request("create", map[string]any{"bridges": []string{"llm_query"}}))
+	resultOf(t, c.request("create", map[string]any{}))
+	if code, _ := rpcErr(t, c.request("create", map[string]any{})); code != codeBusy {
+		t.Fatalf("third create: %d", code)
+	}
+	if code := httpStatus(t, "http://"+srv.metrics+"/readyz"); code != 503 {
+		t.Fatalf("/readyz at --max-sandboxes: %d", code)
+	}
+	resultOf(t, c.request("execute", map[string]any{"sandbox": "s1", "code": "llm_query('a')"}))
+	resultOf(t, c.request("execute", map[string]any{"sandbox": "s1", "code": "llm_query('b')"}))
+	if r := resultOf(t, c.request("execute", map[string]any{"sandbox": "s2", "code": "1/0"})); r["error_type"] != "ZeroDivisionError" {
+		t.Fatalf("%v", r)
+	}
+	resultOf(t, c.request("destroy", map[string]any{"sandbox": "s2"}))
+	m := scrape(t, srv.metrics)
+	want := map[string]float64{
+		"rlm_sandbox_sandboxes_created_total":                  2,
+		"rlm_sandbox_sandboxes_destroyed_total":                1,
+		"rlm_sandbox_sandboxes_failed_total":                   0,
+		"rlm_sandbox_sandboxes_live":                           1,
+		`rlm_sandbox_executions_total{outcome="ok"}`:           2,
+		`rlm_sandbox_executions_total{outcome="exception"}`:    1,
+		"rlm_sandbox_execute_seconds_count":                    3,
+		`rlm_sandbox_bridge_seconds_count{method="llm_query"}`: 2,
+		`rlm_sandbox_rejected_total{reason="max_sandboxes"}`:   1,
+		"rlm_sandbox_connections":                              1,
+		"rlm_sandbox_connections_total":                        1,
+	}
+	for k, v := range want {
+		if got, ok := m[k]; !ok || got != v {
+			t.Errorf("%s = %v (present %v), want %v", k, got, ok, v)
+		}
+	}
+	// s1's worker was measured after its create and its executes.
+	if rss := m["rlm_sandbox_worker_rss_bytes"]; rss < 10<<20 || rss > 2<<30 {
+		t.Errorf("rlm_sandbox_worker_rss_bytes = %v", rss)
+	}
+	if code := httpStatus(t, "http://"+srv.metrics+"/readyz"); code != 200 {
+		t.Fatalf("/readyz below the limits: %d", code)
+	}
+	c.conn.Close()
+	srv.stderr.waitFor(t, "msg=disconnected", time.Minute)
+	m = scrape(t, srv.metrics)
+	if m["rlm_sandbox_sandboxes_live"] != 0 || m["rlm_sandbox_sandboxes_destroyed_total"] != 2 || m["rlm_sandbox_connections"] != 0 {
+		t.Errorf("after the disconnect: live %v destroyed %v connections %v", m["rlm_sandbox_sandboxes_live"],
+			m["rlm_sandbox_sandboxes_destroyed_total"], m["rlm_sandbox_connections"])
+	}
+}
+
+func TestListenWarmPool(t *testing.T) {
+	srv := startListen(t, "--listen", unixAddr(t), "--metrics-listen", "127.0.0.1:0", "--pool", "2")
+	// /readyz waits for the pool: poll it (nothing else says when the pool is full).
+	for deadline := time.Now().Add(time.Minute); httpStatus(t, "http://"+srv.metrics+"/readyz") != 200; {
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz not 200 after a minute; stderr:\n%s", srv.stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if idle := scrape(t, srv.metrics)["rlm_sandbox_pool_idle"]; idle != 2 {
+		t.Fatalf("pool_idle %v once ready", idle)
+	}
+	c := srv.dial(t)
+	// The pooled sandbox gets this session's bridges, stream and context.
+	r := resultOf(t, c.request("create", map[string]any{"bridges": []string{"llm_query"}, "context": "ctx", "stream": true}))
+	if pooled := fmt.Sprintf("pool=true worker_pid=%d ", int(r["pid"].(float64))); !strings.Contains(srv.stderr.String(), pooled) {
+		t.Fatalf("the sandbox (pid %v) is not one of the pool's:\n%s", r["pid"], srv.stderr)
+	}
+	c.nextID++
+	c.send(map[string]any{"jsonrpc": "2.0", "id": c.nextID, "method": "execute", "params": map[string]any{"sandbox": "s1", "code": "print(llm_query(context))"}})
+	var streamed string
+	for {
+		m, _ := c.next(time.Minute)
+		if m["method"] == "llm_query" {
+			c.answerBridge(m)
+			continue
+		}
+		if m["method"] == "output" {
+			streamed = m["params"].(map[string]any)["line"].(string)
+			continue
+		}
+		if resultOf(t, m)["stdout"] != "re: ctx\n" {
+			t.Fatalf("%v", m)
+		}
+		break
+	}
+	if streamed != "re: ctx" {
+		t.Fatalf("streamed %q", streamed)
+	}
+}
+
+// TestListenLoad: 8 connections × 4 sandboxes × 200 executes, each making
+// an llm_query its client answers; no failure allowed. It logs the
+// throughput and the latency percentiles of execute seen by the clients.
+func TestListenLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("load test")
+	}
+	const conns, sandboxes, executes = 8, 4, 200
+	srv := startListen(t, "--listen", "127.0.0.1:0", "--insecure-no-auth")
+	clients := make([]*netClient, conns)
+	for i := range clients {
+		clients[i] = srv.dial(t)
+		for range sandboxes {
+			resultOf(t, clients[i].request("create", map[string]any{"bridges": []string{"llm_query"}}))
+		}
+	}
+	var mu sync.Mutex
+	var latencies []time.Duration
+	var wg sync.WaitGroup
+	start := time.Now()
+	for ci, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lat := make([]time.Duration, 0, sandboxes*executes)
+			sent := map[float64]time.Time{}
+			want := map[float64]string{}
+			left := map[string]int{}
+			id := 0.0
+			execute := func(sb string) {
+				id++
+				sent[id] = time.Now()
+				want[id] = fmt.Sprintf("re: c%d %s %d\n", ci, sb, left[sb])
+				c.send(map[string]any{"jsonrpc": "2.0", "id": id, "method": "execute", "params": map[string]any{
+					"sandbox": sb, "code": fmt.Sprintf("print(llm_query('c%d %s %d'))", ci, sb, left[sb])}})
+				left[sb]--
+			}
+			sbOf := map[float64]string{}
+			for s := 1; s <= sandboxes; s++ {
+				sb := fmt.Sprintf("s%d", s)
+				left[sb] = executes
+				execute(sb)
+				sbOf[id] = sb
+			}
+			for done := 0; done < sandboxes*executes; {
+				m, ok := c.next(2 * time.Minute)
+				if !ok {
+					t.Errorf("connection %d closed", ci)
+					return
+				}
+				if m["method"] == "llm_query" {
+					c.answerBridge(m)
+					continue
+				}
+				rid := m["id"].(float64)
+				r, ok := m["result"].(map[string]any)
+				if !ok || r["stdout"] != want[rid] {
+					t.Errorf("connection %d: %v, want stdout %q", ci, m, want[rid])
+					return
+				}
+				lat = append(lat, time.Since(sent[rid]))
+				done++
+				if sb := sbOf[rid]; left[sb] > 0 {
+					execute(sb)
+					sbOf[id] = sb
+				}
+			}
+			mu.Lock()
+			latencies = append(latencies, lat...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if t.Failed() {
+		return
+	}
+	if n := len(latencies); n != conns*sandboxes*executes {
+		t.Fatalf("%d executes answered", n)
+	}
+	slices.Sort(latencies)
+	pct := func(p float64) time.Duration { return latencies[int(p*float64(len(latencies)-1))] }
+	t.Logf("%d executes with llm_query over %d connections × %d sandboxes in %v: %.0f executes/s; latency p50 %v p90 %v p99 %v max %v",
+		len(latencies), conns, sandboxes, elapsed.Round(time.Millisecond), float64(len(latencies))/elapsed.Seconds(),
+		pct(0.5).Round(time.Microsecond), pct(0.9).Round(time.Microsecond), pct(0.99).Round(time.Microsecond),
+		latencies[len(latencies)-1].Round(time.Microsecond))
+}
