@@ -495,6 +495,16 @@ func TestListenLimits(t *testing.T) {
 		}
 		resultOf(t, c.request("version", nil))
 	})
+	t.Run("memory budget", func(t *testing.T) {
+		srv := startListen(t, "--listen", unixAddr(t), "--memory-budget", "1M")
+		c := srv.dial(t)
+		if code, data := rpcErr(t, c.request("create", map[string]any{})); code != codeBusy || data["limit"] != "memory_budget" || data["retry_after_ms"].(float64) <= 0 {
+			t.Fatalf("code %d %v", code, data)
+		}
+		if strings.Contains(srv.stderr.String(), "sandbox started") {
+			t.Fatalf("a sandbox started over the budget:\n%s", srv.stderr)
+		}
+	})
 	t.Run("message size", func(t *testing.T) {
 		srv := startListen(t, "--listen", unixAddr(t), "--max-message", "1K")
 		c := srv.dial(t)
@@ -801,4 +811,48 @@ func TestListenLoad(t *testing.T) {
 		len(latencies), conns, sandboxes, elapsed.Round(time.Millisecond), float64(len(latencies))/elapsed.Seconds(),
 		pct(0.5).Round(time.Microsecond), pct(0.9).Round(time.Microsecond), pct(0.99).Round(time.Microsecond),
 		latencies[len(latencies)-1].Round(time.Microsecond))
+}
+
+// TestListenDocumentedClient runs the Unix socket example of docs/serve.md
+// and compares its output with the documented one.
+func TestListenDocumentedClient(t *testing.T) {
+	python, err := osexec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	b, err := os.ReadFile("../docs/serve.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const marker = "<!-- listen-client: run by tests/serve_listen_test.go -->\n```python\n"
+	before, rest, ok := strings.Cut(string(b), marker)
+	if !ok {
+		t.Fatalf("docs/serve.md has no %q", marker)
+	}
+	code, _, _ := strings.Cut(rest, "```")
+	// The documented output: the lines after "$ python3 client.py" up to the next prompt.
+	_, shown, ok := strings.Cut(before, "$ python3 client.py\n")
+	if !ok {
+		t.Fatal("docs/serve.md shows no run of client.py")
+	}
+	want, _, _ := strings.Cut(shown, "$ ")
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("doc-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := unixAddr(t)
+	srv := startListen(t, "--listen", addr, "--token-file", tokenFile)
+	cmd := osexec.Command(python, "-c", code)
+	cmd.Env = append(os.Environ(), "RLM_SOCKET="+strings.TrimPrefix(addr, "unix:"), "RLM_TOKEN_FILE="+tokenFile)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil || string(out) != want {
+		t.Fatalf("stdout %q, want %q, %v; stderr:\n%s", out, want, err, stderr.String())
+	}
+	srv.stderr.waitFor(t, "msg=disconnected", time.Minute)
+	srv.cmd.Process.Signal(syscall.SIGTERM)
+	if code := srv.exit(time.Minute); code != 0 {
+		t.Fatalf("exit status %d", code)
+	}
 }
