@@ -8,7 +8,7 @@ PYODIDE_DIR := $(RLM_SANDBOX_CACHE)/pyodide-npm-$(PYODIDE_VERSION)
 BINS := bin/rlm-sandbox bin/rlm-worker
 RACE_PKGS := ./supervisor/... ./ipc/... ./runtime/internal/... ./tests/
 
-.PHONY: all pyodide build prepare test test-python python-env soak bench bench-python check fuzz clean
+.PHONY: all pyodide build prepare test test-python python-env soak bench bench-python check fuzz clean deploy-check image
 
 all: build prepare
 
@@ -87,6 +87,12 @@ check: all
 	if [ -n "$$unformatted" ]; then echo "not gofmt-formatted:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -count=1 -race -short -timeout 20m $(RACE_PKGS)
+
+# Validates deploy/*.yaml against the Kubernetes API types (deploy/check, a
+# module of its own: its dependencies come from the Go proxy on first use)
+# and the container's args against bin/rlm-sandbox. Not part of `make test`.
+deploy-check: build
+	cd deploy/check && $(GO) run . -cli ../../bin/rlm-sandbox ../*.yaml
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeFrame -fuzztime 30s ./ipc/
