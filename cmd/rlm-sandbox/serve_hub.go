@@ -412,6 +412,9 @@ func (s *server) authenticateFirst(line []byte) bool {
 	var m message
 	if line[0] == '{' && json.Unmarshal(line, &m) == nil && m.Method == "authenticate" && s.tokenOK(m.Params) {
 		s.authed = true
+		if s.afterAuth != nil {
+			s.afterAuth()
+		}
 		return true
 	}
 	id := m.ID

@@ -155,9 +155,14 @@ func acceptLoop(ln net.Listener, h *hub, logger *slog.Logger, o *serveOptions, t
 		s.hub, s.token = h, token
 		s.maxMessage, s.maxInflight = int(o.maxMessage), o.maxInflight
 		if err := h.addSession(s); err != nil {
-			s.logger.Warn("connection refused", "err", err)
-			s.send(errorResponse{"2.0", nullID, err.(*rpcError)})
-			go lingerClose(conn)
+			// On its own goroutine: a TLS handshake could keep the accept loop waiting.
+			go func() {
+				s.logger.Warn("connection refused", "err", err)
+				conn.SetDeadline(time.Now().Add(handshakeTimeout))
+				s.send(errorResponse{"2.0", nullID, err.(*rpcError)})
+				s.cancel(err)
+				lingerClose(conn)
+			}()
 			continue
 		}
 		conns.Add(1)
@@ -169,6 +174,11 @@ func acceptLoop(ln net.Listener, h *hub, logger *slog.Logger, o *serveOptions, t
 	}
 }
 
+// handshakeTimeout bounds a TLS handshake and, with a token, the time from
+// connecting to authenticating: a client that does neither does not hold a
+// connection slot for long.
+const handshakeTimeout = 10 * time.Second
+
 // serveConn runs one session until the client disconnects (or the server
 // ends it): then every sandbox of the session is destroyed at once,
 // running executes included.
@@ -176,7 +186,22 @@ func serveConn(s *server, conn net.Conn) {
 	s.logger.Info("connected")
 	stop := context.AfterFunc(s.ctx, func() { conn.Close() })
 	defer stop()
-	err := s.readLoop(conn)
+	var err error
+	if tc, ok := conn.(*tls.Conn); ok {
+		ctx, cancel := context.WithTimeout(s.ctx, handshakeTimeout)
+		err = tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			s.logger.Warn("TLS handshake failed", "err", err)
+		}
+	}
+	if err == nil && s.token != nil {
+		conn.SetReadDeadline(time.Now().Add(handshakeTimeout))
+		s.afterAuth = func() { conn.SetReadDeadline(time.Time{}) }
+	}
+	if err == nil {
+		err = s.readLoop(conn)
+	}
 	switch {
 	case errors.Is(err, errUnauthorized), errors.Is(err, errMessageTooLarge):
 		s.logger.Warn("closing the connection", "err", err)

@@ -44,6 +44,7 @@ type server struct {
 	hub         *hub   // admission control, metrics and drain, shared by the sessions
 	token       []byte // the bearer token the first message must present; nil: none
 	authed      bool   // the first message authenticated (only the reader uses it)
+	afterAuth   func() // called once authenticated; may be nil
 	maxMessage  int    // bytes in one line; 0: no limit
 	maxInflight int    // requests read and not yet answered; 0: no limit
 }
