@@ -856,3 +856,56 @@ func TestListenDocumentedClient(t *testing.T) {
 		t.Fatalf("exit status %d", code)
 	}
 }
+
+// TestListenJSONLogs: with --log-format json every log line is a JSON
+// object; the listening and connection events are there.
+func TestListenJSONLogs(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	stderr := newWatchedBuffer()
+	cmd := osexec.Command(cliBin(t), "serve", "--listen", "unix:"+sock, "--log-format", "json")
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	stderr.waitFor(t, `"msg":"listening"`, time.Minute)
+	srv := &listenServer{t: t, stderr: stderr, network: "unix", addr: sock}
+	c := srv.dial(t)
+	resultOf(t, c.request("create", map[string]any{}))
+	c.conn.Close()
+	stderr.waitFor(t, `"msg":"disconnected"`, time.Minute)
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%v; stderr:\n%s", err, stderr)
+	}
+	var msgs []string
+	for _, line := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("not JSON: %q", line)
+		}
+		msgs = append(msgs, fmt.Sprint(m["msg"]))
+		if m["msg"] == "sandbox started" && (m["conn"] != 1.0 || m["sandbox"] != "s1") {
+			t.Errorf("sandbox log without its connection and id: %v", m)
+		}
+	}
+	for _, want := range []string{"listening", "connected", "sandbox started", "disconnected", "draining", "stopped"} {
+		if !slices.Contains(msgs, want) {
+			t.Errorf("no %q log in %q", want, msgs)
+		}
+	}
+}
+
+func TestListenFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"serve", "--stdio", "--max-sandboxes", "3"},
+		{"serve", "--stdio", "--listen", "unix:/tmp/x.sock"},
+		{"serve", "--listen", "127.0.0.1:0", "--tls-cert", "/nonexistent"},
+		{"serve", "--listen", "unix:/tmp/x.sock", "--log-format", "xml"},
+	} {
+		_, stderr, code := runCLI(t, "", args...)
+		if code != 2 {
+			t.Errorf("%q: exit %d, want 2; stderr %s", args, code, stderr)
+		}
+	}
+}

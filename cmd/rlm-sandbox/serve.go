@@ -5,10 +5,12 @@ import (
 	"errors"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // serveOptions are serve's flags.
@@ -63,6 +65,17 @@ exits 0. docs/serve.md, "The network server", has the details.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.stdio == (o.listen != "") {
 				return usageErrorf("serve needs one transport: --stdio or --listen ADDR")
+			}
+			if o.stdio {
+				var only []string
+				cmd.Flags().Visit(func(f *pflag.Flag) {
+					if f.Name != "stdio" && f.Name != "verbose" {
+						only = append(only, "--"+f.Name)
+					}
+				})
+				if len(only) > 0 {
+					return usageErrorf("%s: only with --listen", strings.Join(only, ", "))
+				}
 			}
 			if runF != nil {
 				return runF(o)

@@ -16,7 +16,7 @@ import (
 type doneFunc func(result any, err error)
 
 // methods lists the methods a client may call, for the error naming them.
-const methods = "create, execute, get_variable, set_variable, cancel, destroy, restart, stats, version"
+const methods = "create, execute, get_variable, set_variable, cancel, destroy, restart, stats, version, authenticate"
 
 // dispatch starts serving one request; done is called once, maybe later
 // from another goroutine.
