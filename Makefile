@@ -94,6 +94,13 @@ check: all
 deploy-check: build
 	cd deploy/check && $(GO) run . -cli ../../bin/rlm-sandbox ../*.yaml
 
+# Builds the container image (needs a Docker engine and a registry for the
+# base images) and runs `rlm-sandbox version` in it.
+IMAGE ?= rlm-sandbox:dev
+image:
+	docker build -t $(IMAGE) .
+	docker run --rm --network none $(IMAGE) version
+
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeFrame -fuzztime 30s ./ipc/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeMessage -fuzztime 30s ./ipc/
