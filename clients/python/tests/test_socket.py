@@ -1,9 +1,9 @@
 """Client(address=...) over a unix socket, to a real server.
 
-This branch's server speaks only stdio, so the test puts a relay between
-a unix socket and a real `rlm-sandbox serve --stdio`: the socket transport
-is exercised end to end against the real protocol (the token handshake of
-`serve --listen` is not: no server here has one).
+One test puts a relay between a unix socket and a real `rlm-sandbox
+serve --stdio` (the socket transport on its own); the others run a real
+`serve --listen` with a token: the client authenticates, and a wrong token
+is refused.
 """
 
 import os
@@ -11,9 +11,10 @@ import socket
 import subprocess
 import tempfile
 import threading
+import time
 import unittest
 
-from rlm_sandbox import Client
+from rlm_sandbox import Client, SandboxError
 
 from support import binary, process_gone
 
@@ -74,6 +75,48 @@ class SocketTransportTest(unittest.TestCase):
                 t.join(60)
                 listener.close()
                 server.stdout.close()
+
+
+class ListenTest(unittest.TestCase):
+    """A real `serve --listen unix:PATH --token-file F`."""
+
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.addCleanup(self.dir.cleanup)
+        self.path = os.path.join(self.dir.name, "serve.sock")
+        token_file = os.path.join(self.dir.name, "token")
+        with open(token_file, "w") as f:
+            f.write("s3cret-token\n")
+        self.server = subprocess.Popen(
+            [BIN, "serve", "--listen", "unix:" + self.path, "--token-file", token_file],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(self._stop)
+        # The socket file appears once the server listens.
+        deadline = time.monotonic() + 60
+        while not os.path.exists(self.path):
+            if self.server.poll() is not None or time.monotonic() > deadline:
+                self.fail("serve --listen did not start (exit %s)" % self.server.poll())
+            time.sleep(0.01)
+
+    def _stop(self):
+        if self.server.poll() is None:
+            self.server.terminate()  # SIGTERM drains, then exits 0
+            self.assertEqual(self.server.wait(60), 0)
+
+    def test_token(self):
+        with Client(address="unix:" + self.path, token="s3cret-token") as client:
+            sb = client.create("abc", llm_query=lambda p: p.upper())
+            worker = sb.pid
+            r = sb.execute("print(llm_query(context))")
+            self.assertEqual(r.stdout, "ABC\n")
+        # The connection's end destroys its sandboxes.
+        self.assertTrue(process_gone(worker))
+
+    def test_wrong_token(self):
+        with self.assertRaises(SandboxError) as cm:
+            with Client(address="unix:" + self.path, token="wrong") as client:
+                client.create("abc")
+        self.assertIn("unauthorized", str(cm.exception))
 
 
 if __name__ == "__main__":

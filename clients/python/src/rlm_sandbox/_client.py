@@ -138,7 +138,11 @@ class Client:
         self._reader.start()
         if address is not None and token is not None:
             # serve --listen: the first request proves the client holds the token.
-            self.call("auth", token=token)
+            try:
+                self.call("authenticate", token=token)
+            except BaseException:
+                self.close()  # refused: the server closes the connection too
+                raise
 
     # -- public -----------------------------------------------------------
 
