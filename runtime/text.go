@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"unicode/utf8"
 	"unsafe"
 
@@ -35,26 +36,56 @@ var errNoDirectText = errors.New("runtime: text not built directly")
 // textShape is what PyUnicode_New needs to know of a string: its length
 // in characters and the largest character, and whether it is valid UTF-8
 // at all (invalid text is decoded by Python, with its replacement rules).
+// maxChar is exact only up to the kind of str it selects (0x7f, 0xff,
+// 0xffff or 0x10ffff: ASCII, Latin-1, UCS-2, UCS-4), which is all
+// PyUnicode_New uses it for.
 func textShape(s string) (n int, maxChar rune, ok bool) {
-	// One pass: ASCII runs eight bytes at a time, other characters
-	// decoded (and so validated) one by one.
-	maxChar = 0x7f
-	for i := 0; i < len(s); {
-		if s[i] < utf8.RuneSelf {
-			j := i + asciiPrefix(s[i:])
-			n += j - i
-			i = j
+	if !utf8.ValidString(s) {
+		return 0, 0, false
+	}
+	// In valid UTF-8 the characters are the bytes that are not
+	// continuation bytes (10xxxxxx), and the largest character's kind
+	// shows in the lead bytes: C2-C3 Latin-1, C4-EF UCS-2, F0-F4 UCS-4.
+	// Eight bytes at a time: a byte's bit 7 marks what each mask finds.
+	const high = 0x8080808080808080
+	var cont, wide, four, nonASCII uint64
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		w := binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(s[i:]), 8))
+		if w&high == 0 {
 			continue
 		}
-		r, size := decodeRune(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			return 0, 0, false
-		}
-		maxChar = max(maxChar, r)
-		n++
-		i += size
+		nonASCII |= w & high
+		cont += uint64(bits.OnesCount64(w &^ (w << 1) & high))
+		lead := w & (w << 1) & high                                // 11xxxxxx
+		wide |= lead & ((w << 2) | (w << 3) | (w << 4) | (w << 5)) // 11xxxxxx above C3
+		four |= lead & (w << 2) & (w << 3)                         // 1111xxxx
 	}
-	return n, maxChar, true
+	for ; i < len(s); i++ {
+		b := s[i]
+		switch {
+		case b < 0x80:
+			continue
+		case b < 0xc0:
+			cont++
+		case b >= 0xf0:
+			four = 1
+		case b >= 0xc4:
+			wide = 1
+		}
+		nonASCII = 1
+	}
+	switch {
+	case four != 0:
+		maxChar = 0x10ffff
+	case wide != 0:
+		maxChar = 0xffff
+	case nonASCII != 0:
+		maxChar = 0xff
+	default:
+		maxChar = 0x7f
+	}
+	return len(s) - int(cont), maxChar, true
 }
 
 // decodeRune is utf8.DecodeRuneInString of a string that starts with a

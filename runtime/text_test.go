@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -35,9 +36,9 @@ func TestTextShape(t *testing.T) {
 	}{
 		{"", 0, 0x7f, true},
 		{"plain ascii text, longer than eight bytes", 41, 0x7f, true},
-		{"café", 4, 0xe9, true},
-		{"café ☕ 日本 and then a long ASCII tail of text", 44, 0x672c, true},
-		{"emoji 😀!", 8, 0x1f600, true},
+		{"café", 4, 0xff, true},
+		{"café ☕ 日本 and then a long ASCII tail of text", 44, 0xffff, true},
+		{"emoji 😀!", 8, 0x10ffff, true},
 		{"bad \xff byte", 0, 0, false},
 		{"truncated \xe2\x98", 0, 0, false},
 	} {
@@ -68,4 +69,44 @@ func TestDecodeRune(t *testing.T) {
 	}
 	check("😀 and more")
 	check("\xf0\x9f\x98")
+}
+
+// textShape agrees with decoding the text rune by rune, on random texts
+// of characters of every kind, valid or cut short.
+func TestTextShapeRandom(t *testing.T) {
+	chars := []string{"a", "Z", " ", "\n", "é", "ÿ", "Ā", "☕", "日", "\uffff", "😀", "\U0010ffff"}
+	kind := func(r rune) rune {
+		switch {
+		case r < 0x80:
+			return 0x7f
+		case r < 0x100:
+			return 0xff
+		case r < 0x10000:
+			return 0xffff
+		}
+		return 0x10ffff
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for range 20000 {
+		var b strings.Builder
+		for range rng.IntN(40) {
+			b.WriteString(chars[rng.IntN(len(chars))])
+		}
+		s := b.String()
+		if rng.IntN(8) == 0 && len(s) > 0 {
+			s = s[:rng.IntN(len(s))] // maybe in the middle of a character
+		}
+		wantN, wantMax := 0, rune(0x7f)
+		for _, r := range s {
+			wantN++
+			wantMax = max(wantMax, kind(r))
+		}
+		n, maxChar, ok := textShape(s)
+		if ok != utf8.ValidString(s) {
+			t.Fatalf("textShape(%q) ok = %v", s, ok)
+		}
+		if ok && (n != wantN || maxChar != wantMax) {
+			t.Fatalf("textShape(%q) = %d, %#x; want %d, %#x", s, n, maxChar, wantN, wantMax)
+		}
+	}
 }
