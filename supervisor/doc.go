@@ -32,7 +32,9 @@
 // In that child this package's initialiser sees the variable, removes it
 // from the environment (nothing the worker starts inherits it), and runs
 // the worker: the same code as rlm-worker, speaking the same protocol with
-// the same limits and lock-down. The process exits when the worker ends;
+// the same limits and lock-down (but for Landlock in a program linked with
+// cgo, which cannot restrict all its threads: Info().HardeningRefused then
+// says so; CGO_ENABLED=0 builds get it too). The process exits when the worker ends;
 // the program's main never runs in it. Info().Reason then begins "worker
 // started (self re-exec:".
 //
