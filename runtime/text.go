@@ -33,16 +33,12 @@ const (
 // decodes in the guest instead.
 var errNoDirectText = errors.New("runtime: text not built directly")
 
-// textShape is what PyUnicode_New needs to know of a string: its length
-// in characters and the largest character, and whether it is valid UTF-8
-// at all (invalid text is decoded by Python, with its replacement rules).
-// maxChar is exact only up to the kind of str it selects (0x7f, 0xff,
-// 0xffff or 0x10ffff: ASCII, Latin-1, UCS-2, UCS-4), which is all
-// PyUnicode_New uses it for.
-func textShape(s string) (n int, maxChar rune, ok bool) {
-	if !utf8.ValidString(s) {
-		return 0, 0, false
-	}
+// textShape is what PyUnicode_New needs to know of a string, if it is
+// valid UTF-8: its length in characters and the largest character, exact
+// only up to the kind of str it selects (0x7f, 0xff, 0xffff or 0x10ffff:
+// ASCII, Latin-1, UCS-2, UCS-4), which is all PyUnicode_New uses it for.
+// It does not check the text: decodeText does, as it copies it.
+func textShape(s string) (n int, maxChar rune) {
 	// In valid UTF-8 the characters are the bytes that are not
 	// continuation bytes (10xxxxxx), and the largest character's kind
 	// shows in the lead bytes: C2-C3 Latin-1, C4-EF UCS-2, F0-F4 UCS-4.
@@ -85,7 +81,41 @@ func textShape(s string) (n int, maxChar rune, ok bool) {
 	default:
 		maxChar = 0x7f
 	}
-	return len(s) - int(cont), maxChar, true
+	return len(s) - int(cont), maxChar
+}
+
+// decodeText writes s into buf as characters of size bytes (1: Latin-1,
+// 2: UCS-2, 4: UCS-4, little-endian), and reports whether s is valid
+// UTF-8 whose characters fill buf exactly, all of them fitting in size.
+func decodeText(buf []byte, s string, size int) bool {
+	i := 0
+	for j := 0; j < len(s); {
+		if i+size > len(buf) {
+			return false
+		}
+		r, n := rune(s[j]), 1
+		if r >= utf8.RuneSelf {
+			if r, n = decodeRune(s[j:]); r == utf8.RuneError && n == 1 {
+				return false
+			}
+		}
+		switch size {
+		case 1:
+			if r > 0xff {
+				return false
+			}
+			buf[i] = byte(r)
+		case 2:
+			if r > 0xffff {
+				return false
+			}
+			buf[i], buf[i+1] = byte(r), byte(r>>8)
+		default:
+			binary.LittleEndian.PutUint32(buf[i:], uint32(r))
+		}
+		i, j = i+size, j+n
+	}
+	return i == len(buf)
 }
 
 // decodeRune is utf8.DecodeRuneInString of a string that starts with a
@@ -141,58 +171,30 @@ func (in *Interpreter) setTextDirect(ctx context.Context, name, s string) error 
 	if done, err := in.setASCII(ctx, name, s); done || err != nil {
 		return err
 	}
-	n, maxChar, ok := textShape(s)
-	if !ok {
-		return errNoDirectText
+	n, maxChar := textShape(s)
+	size := 4
+	switch {
+	case maxChar < 0x80:
+		return errNoDirectText // not ASCII, or setASCII would have taken it: not UTF-8
+	case maxChar < 0x100:
+		size = 1
+	case maxChar < 0x10000:
+		size = 2
 	}
 	obj, err := in.newStrObject(ctx, n, maxChar)
 	if err != nil {
 		return err
 	}
-	mem := in.main.Memory()
-	switch {
-	case maxChar < 0x80:
-		buf, ok := mem.Read(obj+asciiHeader, uint32(n))
-		if !ok {
-			return in.dropObject(ctx, obj, "the str is outside memory")
+	buf, ok := in.main.Memory().Read(obj+compactHeader, uint32(size*n))
+	if !ok {
+		return in.dropObject(ctx, obj, "the str is outside memory")
+	}
+	if !decodeText(buf, s, size) {
+		// Not UTF-8: Python decodes it, with its replacement rules.
+		if err := in.dropObject(ctx, obj, ""); err != nil {
+			return err
 		}
-		copy(buf, s)
-	case maxChar < 0x100:
-		buf, ok := mem.Read(obj+compactHeader, uint32(n))
-		if !ok {
-			return in.dropObject(ctx, obj, "the str is outside memory")
-		}
-		i := 0
-		for _, r := range s {
-			buf[i] = byte(r)
-			i++
-		}
-	case maxChar < 0x10000:
-		buf, ok := mem.Read(obj+compactHeader, uint32(2*n))
-		if !ok {
-			return in.dropObject(ctx, obj, "the str is outside memory")
-		}
-		i := 0
-		for j := 0; j < len(s); {
-			if c := s[j]; c < utf8.RuneSelf {
-				buf[i], buf[i+1] = c, 0
-				i, j = i+2, j+1
-				continue
-			}
-			r, size := decodeRune(s[j:])
-			binary.LittleEndian.PutUint16(buf[i:], uint16(r))
-			i, j = i+2, j+size
-		}
-	default:
-		buf, ok := mem.Read(obj+compactHeader, uint32(4*n))
-		if !ok {
-			return in.dropObject(ctx, obj, "the str is outside memory")
-		}
-		i := 0
-		for _, r := range s {
-			binary.LittleEndian.PutUint32(buf[i:], uint32(r))
-			i += 4
-		}
+		return errNoDirectText
 	}
 	return in.take(ctx, name, obj)
 }

@@ -32,19 +32,16 @@ func TestTextShape(t *testing.T) {
 		s       string
 		n       int
 		maxChar rune
-		ok      bool
 	}{
-		{"", 0, 0x7f, true},
-		{"plain ascii text, longer than eight bytes", 41, 0x7f, true},
-		{"café", 4, 0xff, true},
-		{"café ☕ 日本 and then a long ASCII tail of text", 44, 0xffff, true},
-		{"emoji 😀!", 8, 0x10ffff, true},
-		{"bad \xff byte", 0, 0, false},
-		{"truncated \xe2\x98", 0, 0, false},
+		{"", 0, 0x7f},
+		{"plain ascii text, longer than eight bytes", 41, 0x7f},
+		{"café", 4, 0xff},
+		{"café ☕ 日本 and then a long ASCII tail of text", 44, 0xffff},
+		{"emoji 😀!", 8, 0x10ffff},
 	} {
-		n, maxChar, ok := textShape(tc.s)
-		if ok != tc.ok || (ok && (n != tc.n || maxChar != tc.maxChar)) {
-			t.Errorf("textShape(%q) = %d, %#x, %v; want %d, %#x, %v", tc.s, n, maxChar, ok, tc.n, tc.maxChar, tc.ok)
+		n, maxChar := textShape(tc.s)
+		if n != tc.n || maxChar != tc.maxChar {
+			t.Errorf("textShape(%q) = %d, %#x; want %d, %#x", tc.s, n, maxChar, tc.n, tc.maxChar)
 		}
 	}
 }
@@ -71,8 +68,9 @@ func TestDecodeRune(t *testing.T) {
 	check("\xf0\x9f\x98")
 }
 
-// textShape agrees with decoding the text rune by rune, on random texts
-// of characters of every kind, valid or cut short.
+// textShape and decodeText agree with decoding the text rune by rune, on
+// random texts of characters of every kind, valid or cut short: the shape
+// of valid text, its characters, and invalid text refused.
 func TestTextShapeRandom(t *testing.T) {
 	chars := []string{"a", "Z", " ", "\n", "é", "ÿ", "Ā", "☕", "日", "\uffff", "😀", "\U0010ffff"}
 	kind := func(r rune) rune {
@@ -96,17 +94,42 @@ func TestTextShapeRandom(t *testing.T) {
 		if rng.IntN(8) == 0 && len(s) > 0 {
 			s = s[:rng.IntN(len(s))] // maybe in the middle of a character
 		}
+		valid := utf8.ValidString(s)
 		wantN, wantMax := 0, rune(0x7f)
 		for _, r := range s {
 			wantN++
 			wantMax = max(wantMax, kind(r))
 		}
-		n, maxChar, ok := textShape(s)
-		if ok != utf8.ValidString(s) {
-			t.Fatalf("textShape(%q) ok = %v", s, ok)
-		}
-		if ok && (n != wantN || maxChar != wantMax) {
+		n, maxChar := textShape(s)
+		if valid && (n != wantN || maxChar != wantMax) {
 			t.Fatalf("textShape(%q) = %d, %#x; want %d, %#x", s, n, maxChar, wantN, wantMax)
 		}
+		size := map[rune]int{0x7f: 1, 0xff: 1, 0xffff: 2, 0x10ffff: 4}[maxChar]
+		buf := make([]byte, size*n)
+		if ok := decodeText(buf, s, size); ok != valid {
+			t.Fatalf("decodeText(%q) ok = %v", s, ok)
+		}
+		if valid {
+			i := 0
+			for _, r := range s {
+				var got rune
+				switch size {
+				case 1:
+					got = rune(buf[i])
+				case 2:
+					got = rune(buf[i]) | rune(buf[i+1])<<8
+				default:
+					got = rune(buf[i]) | rune(buf[i+1])<<8 | rune(buf[i+2])<<16 | rune(buf[i+3])<<24
+				}
+				if got != r {
+					t.Fatalf("decodeText(%q): %U at byte %d, want %U", s, got, i, r)
+				}
+				i += size
+			}
+		}
+	}
+	// Too small a buffer, or too narrow a kind, is refused, not overrun.
+	if decodeText(make([]byte, 3), "abcd", 1) || decodeText(make([]byte, 8), "日本", 1) || decodeText(make([]byte, 4), "😀", 2) {
+		t.Fatal("decodeText accepted text that does not fit")
 	}
 }
