@@ -816,20 +816,7 @@ func TestListenLoad(t *testing.T) {
 // TestListenDocumentedClient runs the Unix socket example of docs/serve.md
 // and compares its output with the documented one.
 func TestListenDocumentedClient(t *testing.T) {
-	python, err := osexec.LookPath("python3")
-	if err != nil {
-		t.Skip("no python3")
-	}
-	b, err := os.ReadFile("../docs/serve.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	const marker = "<!-- listen-client: run by tests/serve_listen_test.go -->\n```python\n"
-	before, rest, ok := strings.Cut(string(b), marker)
-	if !ok {
-		t.Fatalf("docs/serve.md has no %q", marker)
-	}
-	code, _, _ := strings.Cut(rest, "```")
+	python, before, code := docsPython(t, "<!-- listen-client: run by tests/serve_listen_test.go -->")
 	// The documented output: the lines after "$ python3 client.py" up to the next prompt.
 	_, shown, ok := strings.Cut(before, "$ python3 client.py\n")
 	if !ok {

@@ -511,9 +511,10 @@ func TestServeShutdown(t *testing.T) {
 	})
 }
 
-// TestServePythonClient runs the Python client of docs/serve.md, with
-// bin/ first on $PATH.
-func TestServePythonClient(t *testing.T) {
+// docsPython finds python3 (or skips the test) and the Python block of
+// docs/serve.md that follows marker: its code, and the text before it.
+func docsPython(t *testing.T, marker string) (python, before, code string) {
+	t.Helper()
 	python, err := osexec.LookPath("python3")
 	if err != nil {
 		t.Skip("no python3")
@@ -522,12 +523,18 @@ func TestServePythonClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const marker = "<!-- client: run by tests/serve_test.go -->\n```python\n"
-	_, rest, ok := strings.Cut(string(b), marker)
+	before, rest, ok := strings.Cut(string(b), marker+"\n```python\n")
 	if !ok {
 		t.Fatalf("docs/serve.md has no %q", marker)
 	}
-	code, _, _ := strings.Cut(rest, "```")
+	code, _, _ = strings.Cut(rest, "```")
+	return python, before, code
+}
+
+// TestServePythonClient runs the Python client of docs/serve.md, with
+// bin/ first on $PATH.
+func TestServePythonClient(t *testing.T) {
+	python, _, code := docsPython(t, "<!-- client: run by tests/serve_test.go -->")
 	bin := strings.TrimSuffix(cliBin(t), "/rlm-sandbox")
 	cmd := osexec.Command(python, "-c", code)
 	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
