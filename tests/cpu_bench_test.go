@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -113,4 +114,83 @@ func benchExec(b *testing.B, sb supervisor.Sandbox, code string) string {
 		b.Fatalf("%s: %s", code, ce.Error)
 	}
 	return ce.Stdout
+}
+
+// rlmSteps is one iteration of an RLM agent over a 10 MB context, as issue
+// 15 describes a typical one ("peek, split('\n'), regex hits, windows, 40
+// llm_query calls answered at once, word counts, a caught error, the
+// answer"); the code of each step is ours, written the way an agent's
+// code does these things (the word counts are over the lines with a hit,
+// about a sixth of them). Each step is one Execute, in order: later steps
+// use the variables of earlier ones.
+var rlmSteps = []struct{ name, code string }{
+	{"peek", "print(context[:2000])"},
+	{"split_lines", "lines = context.split('\\n')\nprint(len(lines))"},
+	{"regex", "import re\nhits = re.findall(r'needle-\\d+', context)\n" +
+		"ids = sorted({int(h.split('-')[1]) for h in hits})\nprint(len(hits), len(ids), ids[:10])"},
+	{"windows", "import itertools\n" +
+		"windows = [context[max(0, m.start() - 500):m.end() + 500] for m in itertools.islice(re.finditer(r'needle-\\d+', context), 200)]\n" +
+		"print(len(windows), sum(map(len, windows)))"},
+	{"llm_query_40", "answers = llm_query_batched([f'What does this passage say about needles?\\n{w}' for w in windows[:40]])\n" +
+		"print(len(answers), answers[0])"},
+	{"word_counts", "from collections import Counter\nrelevant = [line for line in lines if 'needle' in line]\n" +
+		"counts = Counter(w for line in relevant for w in line.split())\nprint(len(relevant), len(counts), counts.most_common(5))"},
+	{"caught_error", "try:\n    n = int(lines[0].split()[0] + 'x')\nexcept ValueError as e:\n    n = None\n    print('not a number:', e)"},
+	{"answer", "print(f'FINAL: {len(hits)} hits of {len(ids)} needles; top words {counts.most_common(3)}; {len(answers)} answers')"},
+}
+
+// BenchmarkRLMIteration runs rlmSteps over cpuContext in a worker sandbox
+// and in direct mode, timing each step's Execute from the host (request
+// path included, as an agent sees it). It reports each step's median
+// (ms-<step>) over b.N iterations and ms-total, the sum of the medians,
+// the figure issue 15 compares with Node + Pyodide (117 ms in a worker).
+// llm_query is answered by a Go callback at once, all 40 concurrently.
+func BenchmarkRLMIteration(b *testing.B) {
+	text := cpuContext()
+	for _, m := range []struct {
+		name string
+		mode supervisor.WorkerMode
+	}{{"worker", supervisor.WorkerAlways}, {"direct", supervisor.WorkerNever}} {
+		b.Run(m.name, func(b *testing.B) {
+			ctx := context.Background()
+			sb, err := supervisor.New(ctx, supervisor.Config{
+				UseWorker:            m.mode,
+				MaxBridgeConcurrency: 40,
+				OnLLMQuery: func(_ context.Context, prompt string) (string, error) {
+					return "It mentions a needle (" + strconv.Itoa(len(prompt)) + " characters).", nil
+				},
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer sb.Destroy()
+			if err := sb.Initialize(ctx, text); err != nil {
+				b.Fatal(err)
+			}
+			for _, s := range rlmSteps { // warm: imports, first-use paths
+				benchExec(b, sb, s.code)
+			}
+			times := make([][]time.Duration, len(rlmSteps))
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for j, s := range rlmSteps {
+					start := time.Now()
+					out := benchExec(b, sb, s.code)
+					times[j] = append(times[j], time.Since(start))
+					if out == "" {
+						b.Fatalf("step %s printed nothing", s.name)
+					}
+				}
+			}
+			b.StopTimer()
+			var total float64
+			for j, s := range rlmSteps {
+				slices.Sort(times[j])
+				med := float64(times[j][len(times[j])/2]) / float64(time.Millisecond)
+				total += med
+				b.ReportMetric(med, "ms-"+s.name)
+			}
+			b.ReportMetric(total, "ms-total")
+		})
+	}
 }
