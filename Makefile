@@ -35,8 +35,9 @@ build: $(PATCHED_MOD)
 prepare: pyodide build
 	bin/rlm-sandbox prepare
 
-# The tests of the wazero packages the patches touch, run in the patched copy.
-WAZERO_PATCH_TESTS := . ./internal/wasm/ ./internal/engine/wazevo/ ./internal/engine/wazevo/frontend/ ./internal/platform/ ./internal/integration_test/filecache/
+# The tests of the wazero packages the patches touch, and the spec tests of
+# the code the compiler emits (patch 5 changes it), run in the patched copy.
+WAZERO_PATCH_TESTS := . ./internal/wasm/ ./internal/engine/wazevo/ ./internal/engine/wazevo/frontend/ ./internal/engine/wazevo/ssa/ ./internal/platform/ ./internal/integration_test/filecache/ ./internal/integration_test/spectest/v1/ ./internal/integration_test/spectest/v2/
 
 test: all python-env
 	$(GO) test -count=1 -timeout 20m ./...
