@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Writes the module setup that `make build` compiles the binaries with:
 # wazero $WAZERO_VERSION as Go downloaded it (the module cache), with the
-# patches in patches/wazero/ applied, in build/wazero-$WAZERO_VERSION-rlm,
+# patches in patches/wazero/ applied, in build/wazero-$WAZERO_VERSION-rlm-<hash
+# of the patches> (the name tells the runtime which compiled code is whose),
 # and build/go.patched.mod + .sum: go.mod and go.sum plus a replace of
 # wazero by that directory. `go build -modfile=build/go.patched.mod` uses
 # it; go.mod has no replace, so `go test`, `go install` and importers of the
@@ -16,7 +17,11 @@ WAZERO_VERSION=v1.12.0 # the release the patches are written against
 cd "$(dirname "$0")/.."
 root=$(pwd -P)
 GO=${GO:-go}
-dst=build/wazero-$WAZERO_VERSION-rlm
+# The directory's name changes with the patches: the runtime keys its
+# compiled-code markers by it (runtime.wazeroBuild), so code compiled by
+# another patch set is never taken for this one's.
+patchsum=$(cat patches/wazero/*.patch | sha256sum | cut -c1-8)
+dst=build/wazero-$WAZERO_VERSION-rlm-$patchsum
 
 want=$($GO list -m -f '{{.Version}}' "$WAZERO")
 if [ "$want" != "$WAZERO_VERSION" ]; then
@@ -51,7 +56,7 @@ for p in "${patches[@]}"; do
 	fi
 done
 
-rm -rf "$dst"
+rm -rf "$dst" build/wazero-"$WAZERO_VERSION"-rlm build/wazero-"$WAZERO_VERSION"-rlm-* # this and earlier patch sets
 mv "$tmp" "$dst"
 trap - EXIT
 
