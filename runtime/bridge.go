@@ -30,13 +30,6 @@ type BridgeFunc func(ctx context.Context, method string, args []any) (any, error
 // or errs[i] answers calls[i] (see Config.BridgeBatch).
 type BatchBridgeFunc func(ctx context.Context, method string, calls [][]any) (results []any, errs []error)
 
-type batchKey struct{}
-
-// Batched reports whether a BridgeFunc's call is one of several that the
-// code made at once (llm_query_batched, rlm_query_batched), which run
-// concurrently.
-func Batched(ctx context.Context) bool { return ctx.Value(batchKey{}) != nil }
-
 // bridgeDevice is /dev/rlm-bridge. The guest writes a request (an 8-byte
 // little-endian length, then marshal data (method, [args, ...])); the
 // write that completes it runs the calls and blocks until they answer or
@@ -95,9 +88,6 @@ func (d *bridgeDevice) serve(body []byte) []byte {
 	in := d.in
 	ctx, cancel := context.WithCancel(in.reqCtx)
 	defer cancel()
-	if len(calls) > 1 {
-		ctx = context.WithValue(ctx, batchKey{}, true)
-	}
 	d.in.bridgeCalls += len(calls)
 	done := make(chan struct{})
 	call := func(i int) {

@@ -137,21 +137,6 @@ func decodeRune(s string) (rune, int) {
 	return utf8.DecodeRuneInString(s)
 }
 
-// asciiPrefix is the length of the longest ASCII prefix of s, found eight
-// bytes at a time (a 1 GiB context is mostly this loop).
-func asciiPrefix(s string) int {
-	const high = 0x8080808080808080
-	i := 0
-	for ; i+8 <= len(s); i += 8 {
-		if binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(s[i:]), 8))&high != 0 {
-			break
-		}
-	}
-	for ; i < len(s) && s[i] < utf8.RuneSelf; i++ {
-	}
-	return i
-}
-
 // directTextFuncs are the C API functions the direct path calls.
 var directTextFuncs = []string{"PyUnicode_New", "PyUnicode_ReadChar", "PyTuple_New", "PyTuple_SetItem",
 	"PyObject_CallObject", "PyUnicode_FromStringAndSize"}

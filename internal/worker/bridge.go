@@ -7,43 +7,28 @@ import (
 
 	"github.com/rlm-sandbox/rlm-sandbox/internal/convert"
 	"github.com/rlm-sandbox/rlm-sandbox/ipc"
-	"github.com/rlm-sandbox/rlm-sandbox/runtime"
 )
 
 // errSupervisorGone fails bridge calls once the supervisor stopped talking.
 var errSupervisorGone = errors.New("the supervisor is gone")
 
-// bridge is the interpreter's runtime.BridgeFunc: it asks the supervisor,
-// which runs the host callback, and waits for the answer, reading the
-// input itself when no other goroutine does (see read.go).
+// bridge is the interpreter's runtime.BridgeFunc (a single call).
 func (s *server) bridge(ctx context.Context, method string, args []any) (any, error) {
-	wire := make([]any, len(args))
-	for i, a := range args {
-		wire[i] = convert.ToIPC(a)
-	}
-	ch := make(chan ipc.Message, 1)
-	s.mu.Lock()
-	s.nextBridge++
-	id := s.nextBridge
-	s.bridges[id] = ch
-	s.mu.Unlock()
-	if err := s.out.send(ipc.KindBridgeCall, id, ipc.BridgeCall{Method: method, Args: wire, Batch: runtime.Batched(ctx)}); err != nil {
-		s.takeBridge(id)
-		return nil, fmt.Errorf("send %s call: %w", method, err)
-	}
-	m, err := s.await(ctx, id, ch)
-	if err != nil {
-		s.takeBridge(id)
-		return nil, err
-	}
-	return answer(method, m)
+	results, errs := s.ask(ctx, method, [][]any{args}, false)
+	return results[0], errs[0]
 }
 
-// bridgeBatch is the interpreter's runtime.BatchBridgeFunc: it sends the
-// calls of a batch in one write, marked as such (the supervisor runs them
-// concurrently), and waits for every answer; the first wait reads them
-// all (see readFor).
+// bridgeBatch is the interpreter's runtime.BatchBridgeFunc: the calls of a
+// batch, marked as such (the supervisor runs them concurrently).
 func (s *server) bridgeBatch(ctx context.Context, method string, calls [][]any) ([]any, []error) {
+	return s.ask(ctx, method, calls, true)
+}
+
+// ask sends bridge calls to the supervisor, which runs the host callbacks,
+// in one write, and waits for every answer, reading the input itself when
+// no other goroutine does (see read.go): the first wait reads them all
+// (see readFor).
+func (s *server) ask(ctx context.Context, method string, calls [][]any, batch bool) ([]any, []error) {
 	results, errs := make([]any, len(calls)), make([]error, len(calls))
 	ids := make([]uint64, len(calls))
 	chans := make([]chan ipc.Message, len(calls))
@@ -60,7 +45,7 @@ func (s *server) bridgeBatch(ctx context.Context, method string, calls [][]any) 
 		for j, a := range args {
 			wire[j] = convert.ToIPC(a)
 		}
-		frames[i] = ipc.BridgeCall{Method: method, Args: wire, Batch: true}
+		frames[i] = ipc.BridgeCall{Method: method, Args: wire, Batch: batch}
 	}
 	if err := s.out.sendAll(ipc.KindBridgeCall, ids, frames); err != nil {
 		for i, id := range ids {
@@ -72,11 +57,9 @@ func (s *server) bridgeBatch(ctx context.Context, method string, calls [][]any) 
 	for i, id := range ids {
 		m, err := s.await(ctx, id, chans[i])
 		if err != nil {
-			for _, id := range ids[i:] {
+			for j, id := range ids[i:] {
 				s.takeBridge(id)
-			}
-			for j := i; j < len(ids); j++ {
-				errs[j] = err
+				errs[i+j] = err
 			}
 			return results, errs
 		}

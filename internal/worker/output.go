@@ -102,7 +102,7 @@ func (o *outbox) send(kind ipc.Kind, id uint64, body any) error {
 	return o.w.WriteMessage(kind, id, body)
 }
 
-// sendAll writes frames of the Execute (the calls of a batch), after the
+// sendAll writes frames of the Execute (bridge calls), after the
 // output written before them, in one system call.
 func (o *outbox) sendAll(kind ipc.Kind, ids []uint64, bodies []ipc.BridgeCall) error {
 	o.mu.Lock()
