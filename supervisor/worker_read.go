@@ -152,12 +152,7 @@ func (s *workerSandbox) readFor(ctx context.Context, id uint64, ch chan ipc.Mess
 		case m.Kind == ipc.KindOutput && streams != nil && m.ID == id:
 			streams.write(m.Body.(ipc.Output))
 		case m.Kind == ipc.KindOutput:
-			s.mu.Lock()
-			o := s.outputs[m.ID]
-			s.mu.Unlock()
-			if o != nil {
-				o.write(m.Body.(ipc.Output))
-			}
+			s.routeOutput(m)
 		case m.Kind == ipc.KindBridgeCall:
 			if s.bridgeCall(m) {
 				return ipc.Message{}, false, errHandedOff
@@ -167,6 +162,16 @@ func (s *workerSandbox) readFor(ctx context.Context, id uint64, ch chan ipc.Mess
 		default:
 			s.routeReply(m)
 		}
+	}
+}
+
+// routeOutput adds output to the streams of its request, if it has some.
+func (s *workerSandbox) routeOutput(m ipc.Message) {
+	s.mu.Lock()
+	o := s.outputs[m.ID]
+	s.mu.Unlock()
+	if o != nil {
+		o.write(m.Body.(ipc.Output))
 	}
 }
 
@@ -204,20 +209,27 @@ var errHandedOff = errors.New("the reading went to a bridge reader")
 func (s *workerSandbox) bridgeCall(m ipc.Message) bool {
 	c := m.Body.(ipc.BridgeCall)
 	r := s.running.Load()
-	s.mu.Lock()
-	s.asked[m.ID] = struct{}{}
 	single := !c.Batch && r != nil
-	if single {
-		s.inCallback = true
-	}
-	gen := s.readerGen
-	s.mu.Unlock()
+	gen := s.ask(m.ID, single)
 	if !single {
 		s.spawnAnswer(r, m.ID, c)
 		return false
 	}
 	go s.bridgeReader(r, gen, m.ID, c)
 	return true
+}
+
+// ask records the bridge call id as asked (see interrupt) and, for a call
+// a bridge reader runs, that the reading is in a callback; it returns the
+// generation of the reading.
+func (s *workerSandbox) ask(id uint64, single bool) (gen uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.asked[id] = struct{}{}
+	if single {
+		s.inCallback = true
+	}
+	return s.readerGen
 }
 
 // spawnAnswer runs the bridge call id (asked already) of the run r on a
@@ -278,25 +290,16 @@ func (s *workerSandbox) readOn(r *run) (uint64, ipc.BridgeCall, bool) {
 		}
 		switch m.Kind {
 		case ipc.KindOutput:
-			s.mu.Lock()
-			o := s.outputs[m.ID]
-			s.mu.Unlock()
-			if o != nil {
-				o.write(m.Body.(ipc.Output))
-			}
+			s.routeOutput(m)
 		case ipc.KindBridgeCall:
 			c := m.Body.(ipc.BridgeCall)
-			if r2 := s.running.Load(); c.Batch || r2 != r {
-				s.mu.Lock()
-				s.asked[m.ID] = struct{}{}
-				s.mu.Unlock()
+			r2 := s.running.Load()
+			single := !c.Batch && r2 == r
+			s.ask(m.ID, single)
+			if !single {
 				s.spawnAnswer(r2, m.ID, c)
 				continue
 			}
-			s.mu.Lock()
-			s.asked[m.ID] = struct{}{}
-			s.inCallback = true
-			s.mu.Unlock()
 			return m.ID, c, true
 		default:
 			s.routeReply(m)
