@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -11,7 +10,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -380,37 +378,12 @@ func TestTwoProcessesFillEmptyCache(t *testing.T) {
 	for name, h := range integrity {
 		kv = append(kv, name+"="+h)
 	}
-	var wg sync.WaitGroup
-	for i := range 2 {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestDistHelperProcess$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "RLM_DIST_HELPER=1", "RLM_DIST_URL="+srv.index(),
-			"RLM_DIST_CACHE="+cache, "RLM_DIST_INTEGRITY="+strings.Join(kv, ","))
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
+	helperProcesses(t, 2, "TestDistHelperProcess", []string{"RLM_DIST_HELPER=1", "RLM_DIST_URL=" + srv.index(),
+		"RLM_DIST_CACHE=" + cache, "RLM_DIST_INTEGRITY=" + strings.Join(kv, ",")}, func(line string) {
+		if strings.HasPrefix(line, "waiting ") {
+			waitOnce.Do(func() { close(waiting) })
 		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var out strings.Builder
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				if strings.HasPrefix(sc.Text(), "waiting ") {
-					waitOnce.Do(func() { close(waiting) })
-				}
-				out.WriteString(sc.Text() + "\n")
-			}
-			if err := cmd.Wait(); err != nil {
-				t.Errorf("process %d: %v\n%s%s", i, err, out.String(), stderr.String())
-			}
-		}()
-	}
-	wg.Wait()
+	})
 	if n := srv.requests.Load(); n != int64(len(distFiles)) {
 		t.Errorf("%d downloads, want %d", n, len(distFiles))
 	}

@@ -224,25 +224,17 @@ func TestSnapshotBadFileRebuilt(t *testing.T) {
 	}
 }
 
-// TestSnapshotHelperProcess is the child of TestSnapshotTwoProcesses.
-func TestSnapshotHelperProcess(t *testing.T) {
-	if os.Getenv("RLM_SNAPSHOT_HELPER") != "1" {
-		t.Skip("helper process")
-	}
-	testHookSnapshotWritten = func() { fmt.Println("wrote the snapshot") }
-	in := newSnapshotInterp(t, snapshotConfig(os.Getenv("RLM_SNAPSHOT_CACHE"), new(strings.Builder)))
-	fmt.Print(run(t, in, "print('python', 6 * 7)"))
-}
-
-// TestSnapshotTwoProcesses: two processes starting at once on a cache
-// without a snapshot write it once between them, and both run Python.
-func TestSnapshotTwoProcesses(t *testing.T) {
-	cache := snapshotCache(t)
+// helperProcesses runs n copies of this test binary at once, each running
+// the test named with env added to its environment, and returns their
+// outputs once all have ended (a failed one fails t). onLine, when set,
+// sees each line of output as it comes.
+func helperProcesses(t *testing.T, n int, test string, env []string, onLine func(string)) []string {
+	t.Helper()
 	var wg sync.WaitGroup
-	outs := make([]string, 2)
-	for i := range 2 {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestSnapshotHelperProcess$", "-test.count=1", "-test.v")
-		cmd.Env = append(os.Environ(), "RLM_SNAPSHOT_HELPER=1", "RLM_SNAPSHOT_CACHE="+cache)
+	outs := make([]string, n)
+	for i := range n {
+		cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), env...)
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -258,6 +250,9 @@ func TestSnapshotTwoProcesses(t *testing.T) {
 			var out strings.Builder
 			sc := bufio.NewScanner(stdout)
 			for sc.Scan() {
+				if onLine != nil {
+					onLine(sc.Text())
+				}
 				out.WriteString(sc.Text() + "\n")
 			}
 			if err := cmd.Wait(); err != nil {
@@ -267,6 +262,24 @@ func TestSnapshotTwoProcesses(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	return outs
+}
+
+// TestSnapshotHelperProcess is the child of TestSnapshotTwoProcesses.
+func TestSnapshotHelperProcess(t *testing.T) {
+	if os.Getenv("RLM_SNAPSHOT_HELPER") != "1" {
+		t.Skip("helper process")
+	}
+	testHookSnapshotWritten = func() { fmt.Println("wrote the snapshot") }
+	in := newSnapshotInterp(t, snapshotConfig(os.Getenv("RLM_SNAPSHOT_CACHE"), new(strings.Builder)))
+	fmt.Print(run(t, in, "print('python', 6 * 7)"))
+}
+
+// TestSnapshotTwoProcesses: two processes starting at once on a cache
+// without a snapshot write it once between them, and both run Python.
+func TestSnapshotTwoProcesses(t *testing.T) {
+	cache := snapshotCache(t)
+	outs := helperProcesses(t, 2, "TestSnapshotHelperProcess", []string{"RLM_SNAPSHOT_HELPER=1", "RLM_SNAPSHOT_CACHE=" + cache}, nil)
 	writers := 0
 	for i, out := range outs {
 		if !strings.Contains(out, "python 42") {
