@@ -1,6 +1,7 @@
 """Shared by the tests: the real rlm-sandbox binary, and process checks."""
 
 import os
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
@@ -14,6 +15,16 @@ def binary() -> str:
     if not os.access(path, os.X_OK):
         raise RuntimeError("no rlm-sandbox binary at %s: run `make` first, or set $RLM_SANDBOX" % path)
     return path
+
+
+def wait_gone(pid: int, timeout: float = 30.0) -> bool:
+    """Waits until process_gone(pid), for up to timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while not process_gone(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def process_gone(pid: int) -> bool:
