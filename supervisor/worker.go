@@ -16,6 +16,7 @@ import (
 	"unsafe"
 
 	"github.com/rlm-sandbox/rlm-sandbox/internal/convert"
+	"github.com/rlm-sandbox/rlm-sandbox/internal/spin"
 	"github.com/rlm-sandbox/rlm-sandbox/internal/worker"
 	"github.com/rlm-sandbox/rlm-sandbox/ipc"
 	"github.com/rlm-sandbox/rlm-sandbox/runtime"
@@ -33,6 +34,9 @@ type workerSandbox struct {
 	stdout *os.File // the worker's frames, read by the callers (see await)
 	rd     *ipc.Reader
 	w      *ipc.Writer
+	// poll waits a while for a frame the worker is about to send (see
+	// replySpin).
+	poll   spin.Poller
 	sem    chan struct{}
 	inited atomic.Bool
 	// bridges answers the running code's bridge calls.
@@ -230,7 +234,7 @@ func startWorker(ctx context.Context, cfg Config, wc workerCommand, ns bool, ref
 		return nil, fmt.Errorf("%w: start %s: %v", ErrWorkerUnavailable, wc.name, err)
 	}
 	s := &workerSandbox{
-		cfg: cfg, cmd: cmd, page: page, stageFile: stageFile, stdin: stdin, stdout: stdout, rd: ipc.NewReader(stdout), w: ipc.NewWriter(stdin),
+		cfg: cfg, cmd: cmd, page: page, stageFile: stageFile, stdin: stdin, stdout: stdout, rd: ipc.NewReader(stdout), w: ipc.NewWriter(stdin), poll: spin.New(stdout, replySpin),
 		sem:     make(chan struct{}, 1),
 		bridges: newBridges(cfg),
 		turn:    make(chan struct{}, 1),

@@ -56,7 +56,8 @@ func (s *workerSandbox) await(ctx context.Context, id uint64, ch chan ipc.Messag
 	if ctx != nil {
 		done = ctx.Done()
 	}
-	told := false // the reading was free
+	told := false   // the reading was free
+	handed := false // this caller handed the reading to a bridge reader
 	for {
 		select {
 		case m, ok := <-ch:
@@ -66,15 +67,22 @@ func (s *workerSandbox) await(ctx context.Context, id uint64, ch chan ipc.Messag
 			return m, ok, nil
 		default:
 		}
-		if s.startReading() {
+		// A caller that has just handed the reading to a bridge reader
+		// leaves it the reading: the bridge reader answers the call and
+		// reads on, to the next call or to this caller's reply, on one
+		// goroutine (see bridgeReader). It comes back when told the
+		// reading is free again: when the bridge reader gives it up, or
+		// interrupt takes it from a callback.
+		if !handed && s.startReading() {
 			m, ok, err = s.readFor(ctx, id, ch, streams)
 			if err == errHandedOff {
-				continue // a bridge reader holds the reading now
+				handed = true
+				continue
 			}
 			s.stopReading()
 			return m, ok, err
 		}
-		told = false
+		told, handed = false, false
 		select {
 		case m, ok := <-ch:
 			return m, ok, nil
@@ -134,6 +142,7 @@ func (s *workerSandbox) readFor(ctx context.Context, id uint64, ch chan ipc.Mess
 		stop := context.AfterFunc(ctx, func() { _ = s.stdout.SetReadDeadline(time.Unix(1, 0)) })
 		defer stop()
 	}
+	s.awaitFrame()
 	for {
 		m, err := s.rd.ReadMessage()
 		if err != nil {
@@ -162,6 +171,22 @@ func (s *workerSandbox) readFor(ctx context.Context, id uint64, ch chan ipc.Mess
 		default:
 			s.routeReply(m)
 		}
+	}
+}
+
+// replySpin is how long a caller that has just written to the worker
+// polls for the worker's next frame before it blocks in a read: the reply
+// to a short request, or the next llm_query of a loop that has just had
+// its answer, comes within tens of microseconds. A blocked reader is woken
+// through the Go scheduler's poller, by a processor that was idle: on a
+// quiet virtual machine that doubled an llm_query round trip.
+const replySpin = 100 * time.Microsecond
+
+// awaitFrame polls for a frame, for up to replySpin, unless one is
+// buffered already.
+func (s *workerSandbox) awaitFrame() {
+	if s.rd.Buffered() == 0 {
+		s.poll.Wait()
 	}
 }
 
@@ -276,6 +301,7 @@ func (s *workerSandbox) bridgeReader(r *run, gen, id uint64, c ipc.BridgeCall) {
 // call of r, which it returns holding the reading, or until it has routed
 // a reply (or the frames end): it then gives the reading up.
 func (s *workerSandbox) readOn(r *run) (uint64, ipc.BridgeCall, bool) {
+	s.awaitFrame()
 	for {
 		m, err := s.rd.ReadMessage()
 		if err != nil {

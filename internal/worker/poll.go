@@ -2,9 +2,9 @@ package worker
 
 import (
 	"io"
-	goruntime "runtime"
-	"syscall"
 	"time"
+
+	"github.com/rlm-sandbox/rlm-sandbox/internal/spin"
 )
 
 // DefaultIdleSpin is how long a worker that has just served a request
@@ -19,42 +19,11 @@ import (
 // served at full speed.
 const DefaultIdleSpin = 200 * time.Microsecond
 
-// poller waits, for a while, for its input to become readable, by polling
-// it without blocking.
-type poller struct {
-	rc   syscall.RawConn // nil: do not poll
-	spin time.Duration
-}
-
-// newPoller returns a poller of in when in is a file that can be polled,
-// spin is not negative, and the process has more than one processor to
-// run on (polling would otherwise take the processor from the peer that
-// writes the request).
-func newPoller(in io.Reader, spin time.Duration) poller {
-	if spin == 0 {
-		spin = DefaultIdleSpin
+// newPoller returns the poller of the worker's input: for spin, or
+// DefaultIdleSpin when spin is zero; none when spin is negative.
+func newPoller(in io.Reader, d time.Duration) spin.Poller {
+	if d == 0 {
+		d = DefaultIdleSpin
 	}
-	sc, ok := in.(syscall.Conn)
-	if spin < 0 || !ok || !canPoll || goruntime.GOMAXPROCS(0) < 2 {
-		return poller{}
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return poller{}
-	}
-	return poller{rc: rc, spin: spin}
-}
-
-// wait returns when the input is readable or the spin time has passed.
-func (p poller) wait() {
-	if p.rc == nil {
-		return
-	}
-	_ = p.rc.Control(func(fd uintptr) {
-		for start := time.Now(); time.Since(start) < p.spin; {
-			if readable(fd) {
-				return
-			}
-		}
-	})
+	return spin.New(in, d)
 }

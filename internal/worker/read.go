@@ -25,11 +25,11 @@ import (
 // reads at a time, and it takes s.serving before serving.
 //
 // warm says the loop has just served a request: it polls for the next one
-// (see poller) before it blocks.
+// (see package spin) before it blocks.
 func (s *server) loop(warm bool) {
 	for {
 		if warm && s.rd.Buffered() == 0 {
-			s.poll.wait()
+			s.poll.Wait()
 		}
 		m, err := s.rd.ReadMessage()
 		if s.dispatch(m, err) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rlm-sandbox/rlm-sandbox/internal/convert"
 	"github.com/rlm-sandbox/rlm-sandbox/internal/harden"
+	"github.com/rlm-sandbox/rlm-sandbox/internal/spin"
 	"github.com/rlm-sandbox/rlm-sandbox/ipc"
 	"github.com/rlm-sandbox/rlm-sandbox/runtime"
 )
@@ -25,7 +26,7 @@ type Options struct {
 	Runtime runtime.Config
 	Log     *slog.Logger
 	// IdleSpin is how long the worker polls its input for the next
-	// request after serving one, before it blocks (see poller). Default:
+	// request after serving one, before it blocks (see package spin). Default:
 	// DefaultIdleSpin; negative: none.
 	IdleSpin time.Duration
 	// Attention receives a value when the supervisor has sent a request
@@ -152,7 +153,7 @@ type server struct {
 	out    *outbox // the frames of the Execute being served
 	log    *slog.Logger
 	rd     *ipc.Reader // read by the holder of the reading (see loop)
-	poll   poller
+	poll   spin.Poller
 	start  time.Time
 	// serving is held while a request is served.
 	serving sync.Mutex

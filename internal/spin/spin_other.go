@@ -1,7 +1,9 @@
 //go:build !unix
 
-package worker
+package spin
 
 const canPoll = false
 
 func readable(uintptr) bool { return true }
+
+func yield() {}

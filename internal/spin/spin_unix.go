@@ -1,6 +1,6 @@
 //go:build unix
 
-package worker
+package spin
 
 import "golang.org/x/sys/unix"
 
@@ -13,3 +13,8 @@ func readable(fd uintptr) bool {
 	n, err := unix.Poll(fds, 0)
 	return n != 0 || err != nil && err != unix.EINTR
 }
+
+// yield lets another thread that is ready to run have the processor: when
+// the machine has more of them than processors, the peer a poller waits
+// for may be one.
+func yield() { _, _, _ = unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }

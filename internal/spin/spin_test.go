@@ -1,0 +1,77 @@
+package spin
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestNewPollsOnlyPollableInput(t *testing.T) {
+	if p := New(strings.NewReader("x"), time.Second); p.rc != nil {
+		t.Error("a reader that is not a file got a poller")
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if p := New(r, 0); p.rc != nil {
+		t.Error("a zero duration got a poller")
+	}
+	if p := New(r, -time.Second); p.rc != nil {
+		t.Error("a negative duration got a poller")
+	}
+	if p := New(r, time.Second); canPoll && p.rc == nil {
+		t.Error("a pipe got no poller")
+	}
+}
+
+// TestWaitReturnsOnData: a poller with an hour to spin returns as soon as
+// the pipe has data (the test's deadline catches one that spins on), and
+// the data is then there to read.
+func TestWaitReturnsOnData(t *testing.T) {
+	if !canPoll {
+		t.Skip("no polling on this system")
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	p := New(r, time.Hour)
+	if p.rc == nil {
+		t.Skip("one processor: no polling")
+	}
+	go func() { _, _ = w.Write([]byte("frame")) }()
+	p.Wait()
+	if !readableNow(t, p) {
+		t.Fatal("Wait returned before the pipe had data")
+	}
+	buf := make([]byte, 8)
+	if n, err := r.Read(buf); err != nil || string(buf[:n]) != "frame" {
+		t.Fatalf("read %q, %v", buf[:n], err)
+	}
+}
+
+func readableNow(t *testing.T, p Poller) (ok bool) {
+	t.Helper()
+	if err := p.rc.Control(func(fd uintptr) { ok = readable(fd) }); err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+// TestWaitEnds: with nothing to read, Wait returns once its time is up.
+func TestWaitEnds(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	New(r, time.Millisecond).Wait()
+	Poller{}.Wait()
+}
