@@ -220,3 +220,32 @@ func TestBackToBackCancels(t *testing.T) {
 		checkUsable(t, sb)
 	})
 }
+
+// TestRaiseSignal: a program that signals itself runs its own handlers, as
+// under CPython and Pyodide: signal.raise_signal(SIGINT) raises
+// KeyboardInterrupt where it is caught, and a handler set for SIGUSR1 runs
+// for raise_signal and os.kill of its own pid; the sandbox stays usable.
+func TestRaiseSignal(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "")
+		exec(t, sb, "counter = 1")
+		ce := exec(t, sb, `import os, signal
+try:
+    signal.raise_signal(signal.SIGINT)
+    while True: pass
+except KeyboardInterrupt:
+    print("caught")
+got = []
+signal.signal(signal.SIGUSR1, lambda s, f: got.append(s))
+signal.raise_signal(signal.SIGUSR1)
+os.kill(os.getpid(), signal.SIGUSR1)
+print(got == [signal.SIGUSR1] * 2)
+signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+signal.raise_signal(signal.SIGUSR1)
+print("ignored")`)
+		if ce.Error != "" || ce.Stdout != "caught\nTrue\nignored\n" {
+			t.Fatalf("got %+v", ce)
+		}
+		checkUsable(t, sb)
+	})
+}

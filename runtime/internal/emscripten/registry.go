@@ -136,6 +136,7 @@ var registry = []impl{
 	// signals (signal.go)
 	{env, "_Py_CheckEmscriptenSignals_Helper", ">i", func(h *Host) api.GoModuleFunc { return h.checkSignals }},
 	{env, "_setitimer_js", "id>i", func(h *Host) api.GoModuleFunc { return h.setitimer }},
+	{env, "__call_sighandler", "ii>", func(h *Host) api.GoModuleFunc { return h.callSighandler }},
 
 	// dynamic loading fails as dlerror(), which Python reports as OSError.
 	{env, "_dlopen_js", "i>i", func(h *Host) api.GoModuleFunc { return h.dlopenJS }},

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental/table"
 )
 
 // _Py_CheckEmscriptenSignals_Helper() is called by CPython about every 50
@@ -36,4 +37,15 @@ func (h *Host) setitimer(_ context.Context, _ api.Module, stack []uint64) {
 		return
 	}
 	stack[0] = neg(ENOSYS)
+}
+
+// __call_sighandler(fp, sig) runs the guest's handler of sig, the function
+// at table slot fp: libc's raise() calls it for a signal whose handler is a
+// function (CPython's, after signal.raise_signal or os.kill of its own
+// process), as Emscripten's JavaScript library does.
+func (h *Host) callSighandler(ctx context.Context, mod api.Module, stack []uint64) {
+	fn := table.LookupFunction(mod, 0, u32(stack[0]), []api.ValueType{i32t}, nil)
+	if _, err := fn.Call(ctx, uint64(u32(stack[1]))); err != nil {
+		panic(err)
+	}
 }
