@@ -216,7 +216,10 @@ func (s *server) handleMessage(raw []byte, newReply func() replyFunc) {
 	s.inflightN.Add(1)
 	s.dispatch(&m, func(result any, err error) {
 		defer s.inflight.Done()
-		defer s.inflightN.Add(-1)
+		// Counted out before the reply is written: a client that sends its
+		// next request as soon as it reads this reply must not find it
+		// still counted.
+		s.inflightN.Add(-1)
 		if err != nil {
 			reply(errorResponse{"2.0", m.ID, toRPCError(err)})
 			return
