@@ -72,7 +72,8 @@ func (s *workerSandbox) await(ctx context.Context, id uint64, ch chan ipc.Messag
 		// reads on, to the next call or to this caller's reply, on one
 		// goroutine (see bridgeReader). It comes back when told the
 		// reading is free again: when the bridge reader gives it up, or
-		// interrupt takes it from a callback.
+		// interrupt takes it from a callback. (When the worker dies, the
+		// reaper fails the pending requests: ch is closed.)
 		if !handed && s.startReading() {
 			m, ok, err = s.readFor(ctx, id, ch, streams)
 			if err == errHandedOff {

@@ -296,3 +296,29 @@ func openFDs(t *testing.T) int {
 }
 
 func numGoroutine() int { return goruntime.NumGoroutine() }
+
+// TestWorkerKilledInStubbornCallback: a worker killed while the code waits
+// for an llm_query whose callback ignores its context: Execute still
+// returns ErrWorkerExited at once, not when the callback returns.
+func TestWorkerKilledInStubbornCallback(t *testing.T) {
+	fn, started, _ := blockingBridge(t, true)
+	sb := newSandbox(t, workerMode, supervisor.Config{OnLLMQuery: fn}, "")
+	pid := sb.Info().PID
+	ch := make(chan error, 1)
+	go func() {
+		_, err := sb.Execute(context.Background(), "llm_query('slow')")
+		ch <- err
+	}()
+	<-started
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-ch:
+		if !errors.Is(err, supervisor.ErrWorkerExited) {
+			t.Fatalf("err = %v, want ErrWorkerExited", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Execute waits for a callback that ignores its context after the worker died")
+	}
+}
