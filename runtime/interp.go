@@ -217,6 +217,7 @@ func newInterpreter(ctx context.Context, eng *engine, cfg Config, usePyc bool) (
 	if img != nil {
 		in, err := startInterpreter(ctx, eng, cfg, stdlib, img)
 		if err == nil {
+			in.touchErrorPaths(ctx)
 			return in, nil
 		}
 		if !errors.Is(err, ErrSnapshot) {
@@ -232,6 +233,18 @@ func newInterpreter(ctx context.Context, eng *engine, cfg Config, usePyc bool) (
 		in.snapshot(key, cfg.Notice)
 	}
 	return in, nil
+}
+
+// touchErrorPaths runs, in an interpreter restored from the boot snapshot,
+// the code of a first exception and a first interrupt (see touch in
+// boot.py), so that its pages are in this process before any caller waits
+// on them. Nothing of it is visible afterwards; it cannot fail in a way
+// that matters (the next request would meet the same failure).
+func (in *Interpreter) touchErrorPaths(ctx context.Context) {
+	req, _ := pymarshal.Encode(pymarshal.Tuple{"touch"})
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	_, _ = in.requestLocked(ctx, req, nil, Output{})
 }
 
 func startInterpreter(ctx context.Context, eng *engine, cfg Config, stdlib []byte, img *bootImage) (*Interpreter, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -247,5 +248,23 @@ print("ignored")`)
 			t.Fatalf("got %+v", ce)
 		}
 		checkUsable(t, sb)
+	})
+}
+
+// TestFreshSandboxLeavesNoTrace: a sandbox started from the boot snapshot
+// takes the paths of an exception and an interrupt before it is handed
+// out (runtime's touchErrorPaths); none of it shows: the first cell is
+// <cell-1>, linecache holds no cell, and nothing was printed.
+func TestFreshSandboxLeavesNoTrace(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "")
+		ce := exec(t, sb, "import linecache, sys\nprint([k for k in linecache.cache if k.startswith('<')], hasattr(sys, 'last_exc'))")
+		if ce.Stdout != "[] False\n" || ce.Stderr != "" {
+			t.Fatalf("first cell: %+v", ce)
+		}
+		ce, err := sb.Execute(context.Background(), "1/0")
+		if err != nil || ce.ErrorType != "ZeroDivisionError" || !strings.Contains(ce.Traceback, `File "<cell-2>", line 1`) {
+			t.Fatalf("second cell: %v %+v", err, ce)
+		}
 	})
 }
