@@ -80,7 +80,14 @@ bench-python: all python-env
 soak: all
 	RLM_SOAK=1 $(GO) test -count=1 -timeout 10m -v -run 'TestSoak|TestSupervisorKilled|TestHostilePrograms|TestEscape|TestHardening' ./tests/
 
-bench: all
+# The CPU benchmarks also run their rows under Node + Pyodide, the system
+# rlm-sandbox replaces, from the same npm package (scripts/node-cpu-bench.mjs).
+NODE_PYODIDE := build/node-pyodide-$(PYODIDE_VERSION)
+
+$(NODE_PYODIDE)/.complete: scripts/fetch-pyodide.sh
+	PYODIDE_NODE_DIR=$(CURDIR)/$(NODE_PYODIDE) bash scripts/fetch-pyodide.sh
+
+bench: all $(NODE_PYODIDE)/.complete
 	$(GO) test -run '^$$' -bench . -benchtime 20x -timeout 30m ./...
 
 check: all

@@ -8,6 +8,10 @@
 # the result.
 #
 # Re-running it when that directory is complete does no network work.
+#
+# With PYODIDE_NODE_DIR set, it leaves instead the whole package, checked the
+# same way, in that directory: what Node needs to run the same Pyodide (the
+# side-by-side CPU benchmark, scripts/node-cpu-bench.mjs).
 set -euo pipefail
 
 PYODIDE_VERSION=314.0.7
@@ -20,6 +24,9 @@ cache=${RLM_SANDBOX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rlm-sandbox}
 # checkout of either kind never overwrites the other's.
 dist="$cache/pyodide-npm-$PYODIDE_VERSION"
 marker=.complete
+if [ -n "${PYODIDE_NODE_DIR:-}" ]; then
+	dist=$PYODIDE_NODE_DIR
+fi
 
 if [ -f "$dist/$marker" ]; then
 	exit 0
@@ -45,12 +52,16 @@ fi
 mkdir -p "$work/pyodide"
 tar -xzf "$tgz" -C "$work/pyodide" --strip-components=1
 
-mkdir -p "$cache"
+mkdir -p "$cache" "$(dirname "$dist")"
 staging=$(mktemp -d "$dist.partial.XXXXXX")
-for f in "${FILES[@]}"; do
-	cp "$work/pyodide/$f" "$staging/"
-	chmod 644 "$staging/$f"
-done
+if [ -n "${PYODIDE_NODE_DIR:-}" ]; then
+	cp -R "$work/pyodide/." "$staging/"
+else
+	for f in "${FILES[@]}"; do
+		cp "$work/pyodide/$f" "$staging/"
+		chmod 644 "$staging/$f"
+	done
+fi
 echo "$PYODIDE_VERSION" >"$staging/VERSION"
 touch "$staging/$marker"
 chmod 755 "$staging"

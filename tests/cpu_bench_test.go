@@ -2,13 +2,19 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
 	"math/rand/v2"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/rlm-sandbox/rlm-sandbox/runtime"
 	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
 )
 
@@ -99,7 +105,13 @@ func BenchmarkCPU(b *testing.B) {
 				}
 				guest += time.Duration(s * float64(time.Second))
 			}
-			b.ReportMetric(float64(guest)/float64(time.Millisecond)/float64(b.N), "guest-ms/op")
+			ms := float64(guest) / float64(time.Millisecond) / float64(b.N)
+			b.ReportMetric(ms, "guest-ms/op")
+			if node := nodeBench(b, text); node != nil {
+				n := mean(node.Rows[row.name])
+				b.ReportMetric(n, "node-ms/op")
+				b.ReportMetric(ms/n, "x-node")
+			}
 		})
 	}
 }
@@ -191,6 +203,101 @@ func BenchmarkRLMIteration(b *testing.B) {
 				b.ReportMetric(med, "ms-"+s.name)
 			}
 			b.ReportMetric(total, "ms-total")
+			if node := nodeBench(b, text); node != nil && m.name == "worker" {
+				var nodeTotal float64
+				for _, s := range rlmSteps {
+					nodeTotal += median(node.Steps[s.name])
+				}
+				b.ReportMetric(nodeTotal, "node-ms-total")
+				b.ReportMetric(total/nodeTotal, "x-node")
+			}
 		})
 	}
+}
+
+// nodeFigures are the same rows and steps run under Node + Pyodide (the
+// system rlm-sandbox replaces) by scripts/node-cpu-bench.mjs, in ms.
+type nodeFigures struct {
+	Rows  map[string][]float64 `json:"rows"`
+	Steps map[string][]float64 `json:"steps"`
+}
+
+var (
+	nodeOnce    sync.Once
+	nodeResults *nodeFigures
+)
+
+// nodeBench runs the Node side of the CPU benchmarks once per process, on
+// the same context, and returns its figures; nil (logged once) when Node
+// or the Pyodide package for it is missing (`make bench` fetches it into
+// build/, or set RLM_BENCH_NODE_PYODIDE to a directory holding it).
+func nodeBench(b *testing.B, text string) *nodeFigures {
+	nodeOnce.Do(func() {
+		dir := os.Getenv("RLM_BENCH_NODE_PYODIDE")
+		if dir == "" {
+			dir = filepath.Join("..", "build", "node-pyodide-"+runtime.PyodideVersion)
+		}
+		node, err := osexec.LookPath("node")
+		if err != nil {
+			b.Logf("no Node + Pyodide figures: %v", err)
+			return
+		}
+		if _, err := os.Stat(filepath.Join(dir, "pyodide.mjs")); err != nil {
+			b.Logf("no Node + Pyodide figures (make bench fetches the package): %v", err)
+			return
+		}
+		tmp, err := os.MkdirTemp("", "rlm-node-bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer os.RemoveAll(tmp)
+		ctxFile, specFile := filepath.Join(tmp, "context.txt"), filepath.Join(tmp, "spec.json")
+		type row struct{ Name, Setup, Op string }
+		type step struct{ Name, Code string }
+		spec := struct {
+			Rows       []row  `json:"rows"`
+			Runs       int    `json:"runs"`
+			Steps      []step `json:"steps"`
+			Iterations int    `json:"iterations"`
+		}{Runs: 5, Iterations: 5}
+		for _, r := range cpuRows {
+			spec.Rows = append(spec.Rows, row{r.name, r.setup, r.op})
+		}
+		for _, s := range rlmSteps {
+			spec.Steps = append(spec.Steps, step{s.name, s.code})
+		}
+		js, _ := json.Marshal(spec)
+		if err := os.WriteFile(specFile, js, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(ctxFile, []byte(text), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		cmd := osexec.Command(node, filepath.Join("..", "scripts", "node-cpu-bench.mjs"), dir, ctxFile, specFile)
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		if err != nil {
+			b.Fatalf("node-cpu-bench.mjs: %v", err)
+		}
+		var f nodeFigures
+		if err := json.Unmarshal(out, &f); err != nil {
+			b.Fatalf("node-cpu-bench.mjs output %q: %v", out, err)
+		}
+		nodeResults = &f
+	})
+	return nodeResults
+}
+
+func mean(xs []float64) float64 {
+	var t float64
+	for _, x := range xs {
+		t += x
+	}
+	return t / float64(len(xs))
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
 }

@@ -1,0 +1,64 @@
+// Runs the CPU benchmark's rows and the RLM iteration's steps under Node +
+// Pyodide, the system rlm-sandbox replaces, on the same Pyodide build, so
+// that `make bench` compares both on the same machine at the same time
+// (tests/cpu_bench_test.go starts it).
+//
+//   node scripts/node-cpu-bench.mjs PYODIDE_DIR CONTEXT_FILE SPEC_FILE
+//
+// SPEC_FILE is JSON: {"rows": [{"name", "setup", "op"}], "runs": N,
+// "steps": [{"name", "code"}], "iterations": M}. Each row's op runs once to
+// warm up, then N times, each timed in Python with time.perf_counter as the
+// Go benchmark does. The steps run once to warm up, then M times in order,
+// each timed around runPython (no process boundary: Node's figure is the
+// lower bound of a Node worker's). llm_query_batched answers at once, as
+// the Go benchmark's callback does. Prints one JSON object: {"rows": {name:
+// [ms, ...]}, "steps": {name: [ms, ...]}}.
+import fs from "node:fs";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+
+const [pyodideDir, contextFile, specFile] = process.argv.slice(2);
+if (!specFile) {
+  console.error("usage: node-cpu-bench.mjs PYODIDE_DIR CONTEXT_FILE SPEC_FILE");
+  process.exit(2);
+}
+const { loadPyodide } = await import(pathToFileURL(path.join(pyodideDir, "pyodide.mjs")).href);
+const py = await loadPyodide({
+  indexURL: pyodideDir + path.sep,
+  stdout: () => {},
+  stderr: () => {},
+});
+const spec = JSON.parse(fs.readFileSync(specFile, "utf8"));
+py.globals.set("context", fs.readFileSync(contextFile, "utf8"));
+py.runPython(`
+def llm_query(prompt):
+    return "It mentions a needle (%d characters)." % len(prompt)
+
+def llm_query_batched(prompts):
+    return [llm_query(p) for p in prompts]
+`);
+
+const out = { rows: {}, steps: {} };
+for (const row of spec.rows) {
+  if (row.setup) py.runPython(row.setup);
+  py.runPython("import time\n" + row.op);
+  const code = "_t = time.perf_counter()\n" + row.op + "\n_t = time.perf_counter() - _t";
+  const times = [];
+  for (let i = 0; i < spec.runs; i++) {
+    py.runPython(code);
+    times.push(py.globals.get("_t") * 1000);
+  }
+  out.rows[row.name] = times;
+}
+for (const s of spec.steps) {
+  py.runPython(s.code);
+  out.steps[s.name] = [];
+}
+for (let i = 0; i < spec.iterations; i++) {
+  for (const s of spec.steps) {
+    const t0 = performance.now();
+    py.runPython(s.code);
+    out.steps[s.name].push(performance.now() - t0);
+  }
+}
+process.stdout.write(JSON.stringify(out) + "\n");
