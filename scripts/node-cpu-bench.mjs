@@ -38,26 +38,38 @@ def llm_query_batched(prompts):
     return [llm_query(p) for p in prompts]
 `);
 
+// run runs code, naming what failed (Pyodide's own message is its last
+// line; the stack of the minified loader before it is noise).
+function run(what, code) {
+  try {
+    return py.runPython(code);
+  } catch (e) {
+    const msg = String(e && e.message ? e.message : e).trim().split("\n").slice(-3).join("\n");
+    console.error(`node-cpu-bench: ${what}: ${msg}`);
+    process.exit(1);
+  }
+}
+
 const out = { rows: {}, steps: {} };
 for (const row of spec.rows) {
-  if (row.setup) py.runPython(row.setup);
-  py.runPython("import time\n" + row.op);
+  if (row.setup) run(row.name, row.setup);
+  run(row.name, "import time\n" + row.op);
   const code = "_t = time.perf_counter()\n" + row.op + "\n_t = time.perf_counter() - _t";
   const times = [];
   for (let i = 0; i < spec.runs; i++) {
-    py.runPython(code);
+    run(row.name, code);
     times.push(py.globals.get("_t") * 1000);
   }
   out.rows[row.name] = times;
 }
 for (const s of spec.steps) {
-  py.runPython(s.code);
+  run(s.name, s.code);
   out.steps[s.name] = [];
 }
 for (let i = 0; i < spec.iterations; i++) {
   for (const s of spec.steps) {
     const t0 = performance.now();
-    py.runPython(s.code);
+    run(s.name, s.code);
     out.steps[s.name].push(performance.now() - t0);
   }
 }

@@ -206,7 +206,9 @@ func BenchmarkRLMIteration(b *testing.B) {
 			if node := nodeBench(b, text); node != nil && m.name == "worker" {
 				var nodeTotal float64
 				for _, s := range rlmSteps {
-					nodeTotal += median(node.Steps[s.name])
+					med := median(node.Steps[s.name])
+					nodeTotal += med
+					b.ReportMetric(med, "node-ms-"+s.name)
 				}
 				b.ReportMetric(nodeTotal, "node-ms-total")
 				b.ReportMetric(total/nodeTotal, "x-node")
@@ -252,8 +254,15 @@ func nodeBench(b *testing.B, text string) *nodeFigures {
 		}
 		defer os.RemoveAll(tmp)
 		ctxFile, specFile := filepath.Join(tmp, "context.txt"), filepath.Join(tmp, "spec.json")
-		type row struct{ Name, Setup, Op string }
-		type step struct{ Name, Code string }
+		type row struct {
+			Name  string `json:"name"`
+			Setup string `json:"setup"`
+			Op    string `json:"op"`
+		}
+		type step struct {
+			Name string `json:"name"`
+			Code string `json:"code"`
+		}
 		spec := struct {
 			Rows       []row  `json:"rows"`
 			Runs       int    `json:"runs"`
