@@ -11,12 +11,7 @@ func TestNewPollsOnlyPollableInput(t *testing.T) {
 	if p := New(strings.NewReader("x"), time.Second); p.rc != nil {
 		t.Error("a reader that is not a file got a poller")
 	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	defer w.Close()
+	r, _ := pipe(t)
 	if p := New(r, 0); p.rc != nil {
 		t.Error("a zero duration got a poller")
 	}
@@ -35,12 +30,7 @@ func TestWaitReturnsOnData(t *testing.T) {
 	if !canPoll {
 		t.Skip("no polling on this system")
 	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	defer w.Close()
+	r, w := pipe(t)
 	p := New(r, time.Hour)
 	if p.rc == nil {
 		t.Skip("one processor: no polling")
@@ -66,12 +56,17 @@ func readableNow(t *testing.T, p Poller) (ok bool) {
 
 // TestWaitEnds: with nothing to read, Wait returns once its time is up.
 func TestWaitEnds(t *testing.T) {
+	r, _ := pipe(t)
+	New(r, time.Millisecond).Wait()
+	Poller{}.Wait()
+}
+
+func pipe(t *testing.T) (r, w *os.File) {
+	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
-	defer w.Close()
-	New(r, time.Millisecond).Wait()
-	Poller{}.Wait()
+	t.Cleanup(func() { r.Close(); w.Close() })
+	return r, w
 }
