@@ -168,8 +168,11 @@ func acceptLoop(ln net.Listener, h *hub, logger *slog.Logger, o *serveOptions, t
 		conns.Add(1)
 		go func() {
 			defer conns.Done()
-			defer h.removeSession(s)
 			serveConn(s, conn)
+			// Logged once the session is gone from the hub (and from the
+			// metrics): what follows the log line sees it gone.
+			h.removeSession(s)
+			s.logger.Info("disconnected", "cause", context.Cause(s.ctx).Error())
 		}()
 	}
 }
@@ -181,7 +184,7 @@ const handshakeTimeout = 10 * time.Second
 
 // serveConn runs one session until the client disconnects (or the server
 // ends it): then every sandbox of the session is destroyed at once,
-// running executes included.
+// running executes included. The caller removes the session from the hub.
 func serveConn(s *server, conn net.Conn) {
 	s.logger.Info("connected")
 	stop := context.AfterFunc(s.ctx, func() { conn.Close() })
@@ -216,7 +219,6 @@ func serveConn(s *server, conn net.Conn) {
 	s.cancel(err)
 	s.destroyAll()
 	conn.Close()
-	s.logger.Info("disconnected", "cause", context.Cause(s.ctx).Error())
 }
 
 // lingerClose closes conn after the client has read what was written: it
