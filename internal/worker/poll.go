@@ -19,8 +19,8 @@ import (
 // served at full speed.
 const DefaultIdleSpin = 200 * time.Microsecond
 
-// newPoller returns the poller of the worker's input: for spin, or
-// DefaultIdleSpin when spin is zero; none when spin is negative.
+// newPoller returns the poller of the worker's input, polling for d, or
+// DefaultIdleSpin when d is zero; none when d is negative.
 func newPoller(in io.Reader, d time.Duration) spin.Poller {
 	if d == 0 {
 		d = DefaultIdleSpin
