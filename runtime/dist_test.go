@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -17,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlm-sandbox/rlm-sandbox/internal/refused"
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/distload"
 )
 
@@ -164,12 +164,7 @@ type badEntry struct{ entry, want string }
 // hash, so that a corrupt zip and a wasm that does not validate get past
 // the hash check and are caught by what follows.
 func badEntries(t *testing.T, files map[string][]byte) []badEntry {
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closedURL := "http://" + closed.Addr().String() + "/pyodide/"
-	closed.Close()
+	closedURL := "http://" + refused.Addr(t) + "/pyodide/"
 	hang := serveFiles(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
 	alter := func(file string, to func([]byte) []byte) string {
 		return serveDistDir(t, writeFiles(t, files, func(name string, b []byte) []byte {
@@ -304,15 +299,11 @@ func TestWarmCacheNeedsNoNetwork(t *testing.T) {
 	src := serveDistDir(t, writeFiles(t, files, nil))
 	checkPython(t, Config{IndexURL: []string{src.index()}, Integrity: integrity, CacheDir: cache, Notice: new(strings.Builder)})
 	src.forbid.Store(true)
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed.Close()
+	closed := refused.Addr(t)
 	// A new list, so that this process loads again rather than reuse the
 	// engine it has: every file must come from the cache.
 	var notice strings.Builder
-	checkPython(t, Config{IndexURL: []string{"http://" + closed.Addr().String() + "/", src.index()}, Integrity: integrity, CacheDir: cache, Notice: &notice})
+	checkPython(t, Config{IndexURL: []string{"http://" + closed + "/", src.index()}, Integrity: integrity, CacheDir: cache, Notice: &notice})
 	if notice.Len() != 0 {
 		t.Fatalf("notice: %s", notice.String())
 	}

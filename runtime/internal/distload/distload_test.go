@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -14,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rlm-sandbox/rlm-sandbox/internal/refused"
 )
 
 // A small synthetic distribution: the loader does not look inside files.
@@ -88,15 +89,7 @@ func forbidden(t *testing.T) *server {
 }
 
 // closedPort returns an http URL on loopback where nothing listens.
-func closedPort(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return "http://" + addr + "/"
-}
+func closedPort(t *testing.T) string { return "http://" + refused.Addr(t) + "/" }
 
 // hanging is a server that never answers (until the client gives up).
 func hanging(t *testing.T) *server {
