@@ -190,6 +190,22 @@ func (c *netClient) request(method string, params any) map[string]any {
 	}
 }
 
+// startSpinning creates sandbox s1 without a timeout and sends it, as
+// request id, code that calls llm_query (answered) and then never ends;
+// it returns the worker's pid once the call was answered.
+func (c *netClient) startSpinning(t *testing.T, id int) int {
+	t.Helper()
+	r := resultOf(t, c.request("create", map[string]any{"bridges": []string{"llm_query"}, "timeout_ms": 0}))
+	c.send(map[string]any{"jsonrpc": "2.0", "id": id, "method": "execute", "params": map[string]any{"sandbox": "s1",
+		"code": "llm_query('spinning')\nwhile True: pass"}})
+	m, _ := c.next(time.Minute)
+	if m["method"] != "llm_query" {
+		t.Fatalf("%v", m)
+	}
+	c.answerBridge(m)
+	return int(r["pid"].(float64))
+}
+
 func (c *netClient) answerBridge(m map[string]any) {
 	prompt := m["params"].(map[string]any)["prompt"].(string)
 	answer := "re: " + prompt
@@ -523,15 +539,7 @@ func TestListenLimits(t *testing.T) {
 func TestListenDisconnectMidExecute(t *testing.T) {
 	srv := startListen(t, "--listen", unixAddr(t))
 	c := srv.dial(t)
-	r := resultOf(t, c.request("create", map[string]any{"bridges": []string{"llm_query"}, "timeout_ms": 0}))
-	pid := int(r["pid"].(float64))
-	c.send(map[string]any{"jsonrpc": "2.0", "id": 99, "method": "execute", "params": map[string]any{"sandbox": "s1",
-		"code": "llm_query('spinning')\nwhile True: pass"}})
-	m, _ := c.next(time.Minute)
-	if m["method"] != "llm_query" {
-		t.Fatalf("%v", m)
-	}
-	c.answerBridge(m)
+	pid := c.startSpinning(t, 99)
 	c.conn.Close()
 	waitGone(t, []int{pid}, 30*time.Second)
 	srv.stderr.waitFor(t, "msg=disconnected", time.Minute)
@@ -578,12 +586,7 @@ func TestListenDrain(t *testing.T) {
 	t.Run("drain timeout", func(t *testing.T) {
 		srv := startListen(t, "--listen", unixAddr(t), "--drain-timeout", "500ms")
 		c := srv.dial(t)
-		r := resultOf(t, c.request("create", map[string]any{"bridges": []string{"llm_query"}, "timeout_ms": 0}))
-		pid := int(r["pid"].(float64))
-		c.send(map[string]any{"jsonrpc": "2.0", "id": 50, "method": "execute", "params": map[string]any{"sandbox": "s1",
-			"code": "llm_query('spin')\nwhile True: pass"}})
-		m, _ := c.next(time.Minute)
-		c.answerBridge(m)
+		pid := c.startSpinning(t, 50)
 		srv.cmd.Process.Signal(syscall.SIGTERM)
 		c.closed(time.Minute)
 		if code := srv.exit(time.Minute); code != 0 {
