@@ -80,16 +80,22 @@ def _check(ok: bool, what: str) -> None:
         raise SystemExit("benchmark: unexpected result: " + what)
 
 
+def _print_starts(start, stop, count: int) -> None:
+    # Times start() and a first execute("pass"), count times; stop(x) ends
+    # each one outside the timing.
+    starts = []
+    for _ in range(count):
+        t = time.perf_counter()
+        x = start()
+        x.execute("pass")
+        starts.append(time.perf_counter() - t)
+        stop(x)
+    print(_row("start + first execute", starts))
+
+
 def bench_sandbox(n: int, binary: str | None) -> None:
     _header("rlm-sandbox: Sandbox (serve --stdio, one worker process)")
-    starts = []
-    for _ in range(max(3, n // 40)):
-        t = time.perf_counter()
-        sb = Sandbox(binary=binary)
-        sb.execute("pass")
-        starts.append(time.perf_counter() - t)
-        sb.close()
-    print(_row("start + first execute", starts))
+    _print_starts(lambda: Sandbox(binary=binary), lambda sb: sb.close(), max(3, n // 40))
     with Sandbox(binary=binary, llm_query=lambda p: "answer") as sb:
         sb.execute("pass")
         print(_row("execute('pass')", _timed(lambda: sb.execute("pass"), n)))
@@ -116,14 +122,7 @@ def bench_adapter(n: int, binary: str | None) -> None:
 
     _dspy_types()  # imports DSPy when it is installed: not part of a start
     _header("rlm-sandbox: RLMSandboxInterpreter (as dspy.RLM drives it)")
-    starts = []
-    for _ in range(3):
-        t = time.perf_counter()
-        interp = RLMSandboxInterpreter(binary=binary)
-        interp.execute("pass")
-        starts.append(time.perf_counter() - t)
-        interp.shutdown()
-    print(_row("start + first execute", starts))
+    _print_starts(lambda: RLMSandboxInterpreter(binary=binary), lambda i: i.shutdown(), 3)
     interp = RLMSandboxInterpreter(tools={"llm_query": lambda p: "answer"}, binary=binary)
     try:
         _rlm_step(interp, n, "")
@@ -166,14 +165,7 @@ def bench_dspy_default(n: int, shim: bool) -> None:
         kwargs = {"tools": {"llm_query": lambda prompt: "answer"}}
         if shim:
             kwargs["deno_command"] = _dspy_default_command(shim_dir)
-        starts = []
-        for _ in range(3):
-            t = time.perf_counter()
-            interp = PythonInterpreter(**kwargs)
-            interp.execute("pass")
-            starts.append(time.perf_counter() - t)
-            interp.shutdown()
-        print(_row("start + first execute", starts))
+        _print_starts(lambda: PythonInterpreter(**kwargs), lambda i: i.shutdown(), 3)
         interp = PythonInterpreter(**kwargs)
         try:
             interp.execute("pass")
