@@ -9,6 +9,7 @@ def _rlm_boot():
     sys.modules["_rlm"] = mod
     ch = os.open("/dev/rlm", os.O_RDWR)
     bch = os.open("/dev/rlm-bridge", os.O_RDWR)
+    mod.llm_fd = os.open("/dev/rlm-llm", os.O_RDWR)
     main = sys.modules["__main__"]
     g = main.__dict__
     sources = {}
@@ -60,6 +61,7 @@ def _rlm_boot():
         return r[1]
 
     mod.bridge = bridge
+    mod.readn = readn
 
     def flush():
         for f in (sys.stdout, sys.stderr):

@@ -3,10 +3,13 @@ package runtime
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	goruntime "runtime"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/pymarshal"
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/vfs"
@@ -78,10 +81,21 @@ func (d *bridgeDevice) serve(body []byte) []byte {
 	}
 	method, _ := t[0].(string)
 	calls, _ := t[1].([]any)
+	if len(calls) == 1 {
+		args, _ := calls[0].([]any)
+		r, err, ok := d.one(method, args)
+		switch {
+		case !ok:
+			return interruptedReply
+		case err != nil:
+			return d.encode(pymarshal.Tuple{int64(0), []any{fail(err.Error())}})
+		}
+		return d.encode(pymarshal.Tuple{int64(0), []any{pymarshal.Tuple{int64(0), r}}})
+	}
 	results := make([]any, len(calls))
 	if d.fn == nil {
 		for i := range results {
-			results[i] = fail(fmt.Sprintf("%s: the host answers no bridge calls", method))
+			results[i] = fail(noBridge(method))
 		}
 		return d.encode(pymarshal.Tuple{int64(0), results})
 	}
@@ -98,13 +112,6 @@ func (d *bridgeDevice) serve(body []byte) []byte {
 		} else {
 			results[i] = pymarshal.Tuple{int64(0), r}
 		}
-	}
-	if len(calls) == 1 && d.inline {
-		call(0)
-		if in.interrupted() {
-			return interruptedReply
-		}
-		return d.encode(pymarshal.Tuple{int64(0), results})
 	}
 	if len(calls) > 1 && d.inline && d.batch != nil {
 		args := make([][]any, len(calls))
@@ -127,16 +134,12 @@ func (d *bridgeDevice) serve(body []byte) []byte {
 		}
 		return d.encode(pymarshal.Tuple{int64(0), results})
 	}
-	if len(calls) == 1 {
-		go func() { call(0); close(done) }()
-	} else {
-		var wg sync.WaitGroup
-		wg.Add(len(calls))
-		for i := range calls {
-			go func() { defer wg.Done(); call(i) }()
-		}
-		go func() { wg.Wait(); close(done) }()
+	var wg sync.WaitGroup
+	wg.Add(len(calls))
+	for i := range calls {
+		go func() { defer wg.Done(); call(i) }()
 	}
+	go func() { wg.Wait(); close(done) }()
 	if !in.waitBridge(done) || in.interrupted() {
 		// Leave the callbacks behind with their context cancelled; they
 		// write only to results, which nobody reads any more.
@@ -146,6 +149,106 @@ func (d *bridgeDevice) serve(body []byte) []byte {
 }
 
 func fail(msg string) pymarshal.Tuple { return pymarshal.Tuple{int64(1), msg} }
+
+func noBridge(method string) string {
+	return fmt.Sprintf("%s: the host answers no bridge calls", method)
+}
+
+// one runs a single call of method and returns its answer; ok is false
+// when the execution was interrupted first (the pending signal taken: the
+// guest raises KeyboardInterrupt itself).
+func (d *bridgeDevice) one(method string, args []any) (r any, err error, ok bool) {
+	if d.fn == nil {
+		return nil, errors.New(noBridge(method)), true
+	}
+	in := d.in
+	ctx, cancel := context.WithCancel(in.reqCtx)
+	defer cancel()
+	in.bridgeCalls++
+	if d.inline {
+		r, err = d.fn(ctx, method, args)
+		if in.interrupted() {
+			return nil, nil, false
+		}
+		return r, err, true
+	}
+	var (
+		res  any
+		ferr error
+	)
+	done := make(chan struct{})
+	go func() { res, ferr = d.fn(ctx, method, args); close(done) }()
+	if !in.waitBridge(done) || in.interrupted() {
+		// Leave the callback behind with its context cancelled; it
+		// writes only to res and ferr, which nobody reads any more.
+		return nil, nil, false
+	}
+	return res, ferr, true
+}
+
+// llmShort is the longest reply /dev/rlm-llm gives in one piece: the
+// guest reads llmShort+1 bytes at once (rlm.py).
+const llmShort = 65535
+
+// llmDevice is /dev/rlm-llm, the short path of llm_query(prompt): it
+// spares the guest building and parsing marshal data for the call an
+// agent makes most. Each write is one call, whose prompt is the bytes
+// written (str.encode("utf-8", "surrogatepass"), as marshal has them);
+// the reply then read is a status byte and a body:
+//
+//	'0' the answer, UTF-8 text
+//	'1' the error message, UTF-8 text
+//	'2' nothing: the execution was interrupted
+//	'3' the answer, marshal data (an answer that is not a string)
+//
+// A reply longer than llmShort bytes comes as 'L', its length (8 bytes,
+// little-endian), then itself. Go strings that are not UTF-8 get U+FFFD
+// for their bad bytes, as pymarshal.Encode gives them.
+type llmDevice struct {
+	b    *bridgeDevice
+	buf  []byte // the reply, kept for the next one unless large
+	resp []byte // what is left to read of it
+}
+
+func (d *llmDevice) Write(p []byte) (int, vfs.Errno) {
+	r, err, ok := d.b.one("llm_query", []any{string(p)})
+	if cap(d.buf) > 1<<20 {
+		d.buf = nil
+	}
+	b := d.buf[:0]
+	switch {
+	case !ok:
+		b = append(b, '2')
+	case err != nil:
+		b = appendText(append(b, '1'), err.Error())
+	default:
+		if s, isStr := r.(string); isStr {
+			b = appendText(append(b, '0'), s)
+		} else if m, err := pymarshal.Encode(r); err == nil {
+			b = append(append(b, '3'), m...)
+		} else {
+			b = appendText(append(b, '1'), fmt.Sprintf("the host's answer cannot be converted to Python: %v", err))
+		}
+	}
+	if len(b) > llmShort {
+		b = append(binary.LittleEndian.AppendUint64([]byte{'L'}, uint64(len(b))), b...)
+	}
+	d.buf, d.resp = b, b
+	return len(p), vfs.ESUCCESS
+}
+
+func (d *llmDevice) Read(p []byte) (int, vfs.Errno) {
+	n := copy(p, d.resp)
+	d.resp = d.resp[n:]
+	return n, vfs.ESUCCESS
+}
+
+func appendText(b []byte, s string) []byte {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	return append(b, s...)
+}
 
 // encode marshals a reply, replacing results that cannot be converted to
 // Python with errors.

@@ -47,7 +47,11 @@ func (in *Interpreter) buildFS(cfg Config) (*vfs.FS, error) {
 	if e := fs.AddDevice("/dev/rlm", in.channel, 0o600); e != vfs.ESUCCESS {
 		return nil, e
 	}
-	if e := fs.AddDevice("/dev/rlm-bridge", &bridgeDevice{in: in, fn: cfg.Bridge, inline: cfg.BridgeInline, batch: cfg.BridgeBatch}, 0o600); e != vfs.ESUCCESS {
+	bridge := &bridgeDevice{in: in, fn: cfg.Bridge, inline: cfg.BridgeInline, batch: cfg.BridgeBatch}
+	if e := fs.AddDevice("/dev/rlm-bridge", bridge, 0o600); e != vfs.ESUCCESS {
+		return nil, e
+	}
+	if e := fs.AddDevice("/dev/rlm-llm", &llmDevice{b: bridge}, 0o600); e != vfs.ESUCCESS {
 		return nil, e
 	}
 	return fs, nil

@@ -53,6 +53,80 @@ print(type(llm_query("x")).__name__, llm_query.__module__)
 	}
 }
 
+// TestLLMQueryShortPath: llm_query takes a path of its own to the host
+// (/dev/rlm-llm, no marshal data); its answers, errors and the prompts the
+// host sees are those of the marshal path llm_query_batched takes.
+func TestLLMQueryShortPath(t *testing.T) {
+	long := strings.Repeat("é", 40000) // 80,000 bytes: the long reply
+	answers := map[string]any{
+		"plain":   "answer",
+		"empty":   "",
+		"unicode": "é☃😀",
+		"long":    long,
+		"bad":     "a\xffb",
+		"int":     int64(42),
+		"list":    []any{int64(1), "x"},
+		"chan":    make(chan int),
+	}
+	var seen []string
+	in := newInterp(t, runtime.Config{Bridge: func(_ context.Context, method string, args []any) (any, error) {
+		p, _ := args[0].(string)
+		seen = append(seen, method+" "+p)
+		if p == "fail" {
+			return nil, errors.New("the model is down: é")
+		}
+		if a, ok := answers[p]; ok {
+			return a, nil
+		}
+		return "echo " + p, nil
+	}})
+	out := run(t, in, `
+def ask(f, p):
+    try:
+        return f(p)
+    except BridgeError as e:
+        return ("BridgeError", str(e))
+for p in ["plain", "empty", "unicode", "long", "bad", "int", "list", "chan", "fail", "", "\ud800x", "x" * 100000]:
+    a, b = ask(llm_query, p), ask(lambda p: llm_query_batched([p])[0], p)
+    print(type(a).__name__, a == b and type(a) is type(b), repr(a)[:60])
+`)
+	// The type, whether both paths agree, and the repr of the answer (at
+	// most 60 characters, as printed).
+	want := []struct{ typ, repr string }{
+		{"str", "'answer'"},
+		{"str", "''"},
+		{"str", "'é☃😀'"},
+		{"str", "'" + long + "'"},
+		{"str", "'a\uFFFDb'"}, // bytes that are not UTF-8 become U+FFFD
+		{"int", "42"},
+		{"list", "[1, 'x']"},
+		{"tuple", `('BridgeError', "the host's answer cannot be converted to Python`},
+		{"tuple", "('BridgeError', 'the model is down: é')"},
+		{"str", "'echo '"},
+		{"str", "'echo \uFFFDx'"},
+		{"str", "'echo " + strings.Repeat("x", 100000) + "'"},
+	}
+	var wantOut strings.Builder
+	for _, w := range want {
+		r := []rune(w.repr)
+		fmt.Fprintf(&wantOut, "%s True %s\n", w.typ, string(r[:min(len(r), 60)]))
+	}
+	if out != wantOut.String() {
+		t.Errorf("stdout:\n%s\nwant:\n%s", out, wantOut.String())
+	}
+	if len(seen) != 24 {
+		t.Fatalf("host saw %d calls, want 24", len(seen))
+	}
+	for i := 0; i < len(seen); i += 2 {
+		if seen[i] != seen[i+1] {
+			t.Errorf("call %d: llm_query sent %q, llm_query_batched %q", i/2, seen[i], seen[i+1])
+		}
+	}
+	if seen[20] != "llm_query \xed\xa0\x80x" {
+		t.Errorf("a lone surrogate reached the host as %q, want its surrogatepass bytes", seen[20])
+	}
+}
+
 func TestBridgeNone(t *testing.T) {
 	in := newInterp(t, runtime.Config{})
 	out := run(t, in, `
