@@ -34,11 +34,32 @@ def _rlm_boot():
         return data
 
     def recv():
-        # An 8-byte length, then the request.
-        n = int.from_bytes(os.read(ch, 8), "little")
-        return marshal.loads(readn(ch, n))
+        # An 8-byte length, then the request. A read ends where the
+        # request does (runtime/channel.go): one read takes a short one.
+        r = os.read(ch, 65536)
+        n = int.from_bytes(r[:8], "little")
+        got = len(r) - 8
+        if got >= n:
+            return marshal.loads(memoryview(r)[8:])
+        buf = bytearray(n)
+        buf[:got] = memoryview(r)[8:]
+        del r
+        view = memoryview(buf)
+        while got < n:
+            k = os.readv(ch, [view[got:]])
+            if not k:
+                raise EOFError("the request ended early")
+            got += k
+        del view
+        return marshal.loads(buf)
+
+    ok = (0,)
+    okb = marshal.dumps(ok)
 
     def send(obj):
+        if obj is ok:
+            os.write(ch, okb)
+            return
         data = memoryview(marshal.dumps(obj))
         while data:
             data = data[os.write(ch, data):]
@@ -134,7 +155,7 @@ def _rlm_boot():
             flush()
             return (1, type(e).__name__, message(e), tb_text(e))
         flush()
-        return (0,)
+        return ok
 
     def plain(v, depth, seen):
         t = type(v)

@@ -12,9 +12,12 @@ import (
 //
 // A request is an 8-byte little-endian length, the marshal-encoded request,
 // and optionally raw bytes the request announces (large text, which then
-// reaches the guest without a marshal copy).
+// reaches the guest without a marshal copy). A read ends where the request
+// does, so that the guest can take a short request in one read without
+// taking raw bytes with it.
 type channel struct {
 	req  [][]byte // what is left to read, in order
+	head int      // how many of req are the request (the rest is raw)
 	resp []byte
 }
 
@@ -26,6 +29,9 @@ func (c *channel) Read(p []byte) (int, vfs.Errno) {
 		if c.req[0] = c.req[0][k:]; len(c.req[0]) == 0 {
 			c.req[0] = nil
 			c.req = c.req[1:]
+			if c.head--; c.head == 0 {
+				break
+			}
 		}
 	}
 	return n, vfs.ESUCCESS
@@ -40,6 +46,7 @@ func (c *channel) Write(p []byte) (int, vfs.Errno) {
 // the channel references, not copies).
 func (c *channel) reset(req []byte, raw []byte) {
 	c.req = [][]byte{binary.LittleEndian.AppendUint64(nil, uint64(len(req))), req}
+	c.head = 2
 	if len(raw) > 0 {
 		c.req = append(c.req, raw)
 	}

@@ -253,3 +253,27 @@ func TestTracebackShowsEarlierCells(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestSizes: the guest takes a short request in one read and reads
+// the rest of a longer one (boot.py's recv); requests of every size
+// around the first read's 64 KiB, and far past it, arrive whole.
+func TestRequestSizes(t *testing.T) {
+	in := newInterp(t, runtime.Config{})
+	ctx := context.Background()
+	for n := 65480; n <= 65560; n++ {
+		code := fmt.Sprintf("s = %q\nprint(len(s), s[-3:])", strings.Repeat("a", n-3)+"end")
+		if out := run(t, in, code); out != fmt.Sprintf("%d end\n", n) {
+			t.Fatalf("source of %d bytes: stdout %q", len(code), out)
+		}
+	}
+	list := make([]any, 100000)
+	for i := range list {
+		list[i] = int64(i)
+	}
+	if err := in.Set(ctx, "nums", list); err != nil {
+		t.Fatal(err)
+	}
+	if out := run(t, in, "print(len(nums), sum(nums))"); out != "100000 4999950000\n" {
+		t.Errorf("stdout %q", out)
+	}
+}
