@@ -5,6 +5,11 @@
 def _rlm_boot():
     import sys, os, marshal, builtins, time
 
+    # Bound once: code that rebinds os.read or marshal.dumps must not
+    # break the channel to the host.
+    read, write, readv = os.read, os.write, os.readv
+    loads, dumps = marshal.loads, marshal.dumps
+
     mod = type(sys)("_rlm")
     sys.modules["_rlm"] = mod
     ch = os.open("/dev/rlm", os.O_RDWR)
@@ -20,12 +25,12 @@ def _rlm_boot():
     def readn(fd, n):
         # Reads exactly n bytes, allocating no more than they need, so a
         # nearly full heap can still be served.
-        data = os.read(fd, n)
+        data = read(fd, n)
         if len(data) < n:
             parts = [data]
             got = len(data)
             while got < n:
-                b = os.read(fd, n - got)
+                b = read(fd, n - got)
                 if not b:
                     break
                 parts.append(b)
@@ -36,47 +41,47 @@ def _rlm_boot():
     def recv():
         # An 8-byte length, then the request. A read ends where the
         # request does (runtime/channel.go): one read takes a short one.
-        r = os.read(ch, 65536)
+        r = read(ch, 65536)
         n = int.from_bytes(r[:8], "little")
         got = len(r) - 8
         if got >= n:
-            return marshal.loads(memoryview(r)[8:])
+            return loads(memoryview(r)[8:])
         buf = bytearray(n)
         buf[:got] = memoryview(r)[8:]
         del r
         view = memoryview(buf)
         while got < n:
-            k = os.readv(ch, [view[got:]])
+            k = readv(ch, [view[got:]])
             if not k:
                 raise EOFError("the request ended early")
             got += k
         del view
-        return marshal.loads(buf)
+        return loads(buf)
 
     ok = (0,)
-    okb = marshal.dumps(ok)
+    okb = dumps(ok)
 
     def send(obj):
         if obj is ok:
-            os.write(ch, okb)
+            write(ch, okb)
             return
-        data = memoryview(marshal.dumps(obj))
+        data = memoryview(dumps(obj))
         while data:
-            data = data[os.write(ch, data):]
+            data = data[write(ch, data):]
 
     def bridge(method, calls):
         # Runs host calls (a list of argument tuples) and returns their
         # results in order, each (0, value) or (1, error message).
-        data = marshal.dumps((method, calls))
+        data = dumps((method, calls))
         data = memoryview(len(data).to_bytes(8, "little") + data)
         while data:
-            data = data[os.write(bch, data):]
+            data = data[write(bch, data):]
         # One read takes a short reply whole.
-        r = os.read(bch, 65536)
+        r = read(bch, 65536)
         n = int.from_bytes(r[:8], "little")
         if len(r) - 8 < n:
             r += readn(bch, n - (len(r) - 8))
-        r = marshal.loads(memoryview(r)[8:])
+        r = loads(memoryview(r)[8:])
         if r[0] == 2:
             raise KeyboardInterrupt
         return r[1]
@@ -204,7 +209,7 @@ def _rlm_boot():
             return (0,)
         v = plain(g[name], 0, set())
         try:
-            marshal.dumps(v)
+            dumps(v)
         except ValueError:
             v = repr(g[name])
         return (1, v)

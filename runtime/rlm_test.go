@@ -277,3 +277,25 @@ func TestRequestSizes(t *testing.T) {
 		t.Errorf("stdout %q", out)
 	}
 }
+
+// TestChannelSurvivesRebinding: code that rebinds the os and marshal
+// functions the bootstrap and llm_query use breaks neither the next
+// request nor llm_query.
+func TestChannelSurvivesRebinding(t *testing.T) {
+	in := newInterp(t, runtime.Config{Bridge: func(_ context.Context, _ string, args []any) (any, error) {
+		return fmt.Sprint("re: ", args[0]), nil
+	}})
+	run(t, in, `import os, marshal
+def broken(*a, **k):
+    raise RuntimeError("rebound")
+for f in ("read", "write", "readv"):
+    setattr(os, f, broken)
+marshal.loads = marshal.dumps = broken`)
+	if err := in.Set(context.Background(), "v", []any{int64(1), "two"}); err != nil {
+		t.Fatal(err)
+	}
+	out := run(t, in, "print(v, llm_query('ping'), llm_query_batched(['a', 'b']))")
+	if out != "[1, 'two'] re: ping ['re: a', 're: b']\n" {
+		t.Errorf("stdout %q", out)
+	}
+}
