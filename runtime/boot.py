@@ -390,5 +390,10 @@ def _rlm_boot():
     os.environ.pop("PYTHONSTARTUP", None)
 
 
-_rlm_boot()
-del _rlm_boot
+# The bootstrap's functions look builtins up in a copy taken now: code that
+# rebinds a builtin (builtins.len = None) breaks its own code, not the
+# sandbox's channel to the host.
+import builtins as _builtins
+
+type(_rlm_boot)(_rlm_boot.__code__, {"__builtins__": dict(_builtins.__dict__), "__name__": "_rlm"})()
+del _rlm_boot, _builtins

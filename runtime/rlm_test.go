@@ -278,9 +278,9 @@ func TestRequestSizes(t *testing.T) {
 	}
 }
 
-// TestChannelSurvivesRebinding: code that rebinds the os and marshal
-// functions the bootstrap and llm_query use breaks neither the next
-// request nor llm_query.
+// TestChannelSurvivesRebinding: code that rebinds the builtins, os and
+// marshal functions the bootstrap and llm_query use breaks neither the
+// next request nor llm_query.
 func TestChannelSurvivesRebinding(t *testing.T) {
 	in := newInterp(t, runtime.Config{Bridge: func(_ context.Context, _ string, args []any) (any, error) {
 		return fmt.Sprint("re: ", args[0]), nil
@@ -290,7 +290,10 @@ def broken(*a, **k):
     raise RuntimeError("rebound")
 for f in ("read", "write", "readv"):
     setattr(os, f, broken)
-marshal.loads = marshal.dumps = broken`)
+marshal.loads = marshal.dumps = broken
+import builtins
+for f in ("len", "memoryview", "int", "bytearray", "isinstance", "type", "compile", "exec"):
+    setattr(builtins, f, broken)`)
 	if err := in.Set(context.Background(), "v", []any{int64(1), "two"}); err != nil {
 		t.Fatal(err)
 	}
