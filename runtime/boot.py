@@ -38,25 +38,31 @@ def _rlm_boot():
             data = b"".join(parts)
         return data
 
-    def recv():
-        # An 8-byte length, then the request. A read ends where the
-        # request does (runtime/channel.go): one read takes a short one.
-        r = read(ch, 65536)
-        n = int.from_bytes(r[:8], "little")
-        got = len(r) - 8
+    def framed(fd, r, at):
+        # r is the first read of a message that holds, from offset at, an
+        # 8-byte length and that many bytes: returns those bytes, reading
+        # what r lacks into one buffer (a device's read ends where its
+        # message does: a short one comes whole).
+        n = int.from_bytes(r[at:at + 8], "little")
+        at += 8
+        got = len(r) - at
         if got >= n:
-            return loads(memoryview(r)[8:])
+            return memoryview(r)[at:]
         buf = bytearray(n)
-        buf[:got] = memoryview(r)[8:]
-        del r
+        buf[:got] = memoryview(r)[at:]
         view = memoryview(buf)
         while got < n:
-            k = readv(ch, [view[got:]])
+            k = readv(fd, [view[got:]])
             if not k:
-                raise EOFError("the request ended early")
+                raise EOFError("a message from the host ended early")
             got += k
-        del view
-        return loads(buf)
+        return buf
+
+    mod.framed = framed
+
+    def recv():
+        # An 8-byte length, then the request (runtime/channel.go).
+        return loads(framed(ch, read(ch, 65536), 0))
 
     ok = (0,)
     okb = dumps(ok)
@@ -76,18 +82,12 @@ def _rlm_boot():
         data = memoryview(len(data).to_bytes(8, "little") + data)
         while data:
             data = data[write(bch, data):]
-        # One read takes a short reply whole.
-        r = read(bch, 65536)
-        n = int.from_bytes(r[:8], "little")
-        if len(r) - 8 < n:
-            r += readn(bch, n - (len(r) - 8))
-        r = loads(memoryview(r)[8:])
+        r = loads(framed(bch, read(bch, 65536), 0))
         if r[0] == 2:
             raise KeyboardInterrupt
         return r[1]
 
     mod.bridge = bridge
-    mod.readn = readn
 
     def flush():
         for f in (sys.stdout, sys.stderr):

@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	goruntime "runtime"
-	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/pymarshal"
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/vfs"
@@ -45,7 +43,7 @@ type bridgeDevice struct {
 	inline bool // Config.BridgeInline
 	batch  BatchBridgeFunc
 	req    []byte
-	resp   []byte
+	unread // the reply
 }
 
 func (d *bridgeDevice) Write(p []byte) (int, vfs.Errno) {
@@ -60,14 +58,18 @@ func (d *bridgeDevice) Write(p []byte) (int, vfs.Errno) {
 	body := d.req[8 : 8+n]
 	d.req = nil
 	reply := d.serve(body)
-	d.resp = binary.LittleEndian.AppendUint64(d.resp[:0], uint64(len(reply)))
-	d.resp = append(d.resp, reply...)
+	b := binary.LittleEndian.AppendUint64(d.unread[:0], uint64(len(reply)))
+	d.unread = append(b, reply...)
 	return len(p), vfs.ESUCCESS
 }
 
-func (d *bridgeDevice) Read(p []byte) (int, vfs.Errno) {
-	n := copy(p, d.resp)
-	d.resp = d.resp[n:]
+// unread is the part of a reply the guest has not read yet; it reads it in
+// as many reads as it likes.
+type unread []byte
+
+func (u *unread) Read(p []byte) (int, vfs.Errno) {
+	n := copy(p, *u)
+	*u = (*u)[n:]
 	return n, vfs.ESUCCESS
 }
 
@@ -205,9 +207,9 @@ const llmShort = 65535
 // little-endian), then itself. Go strings that are not UTF-8 get U+FFFD
 // for their bad bytes, as pymarshal.Encode gives them.
 type llmDevice struct {
-	b    *bridgeDevice
-	buf  []byte // the reply, kept for the next one unless large
-	resp []byte // what is left to read of it
+	b   *bridgeDevice
+	buf []byte // the reply, kept for the next one unless large
+	unread
 }
 
 func (d *llmDevice) Write(p []byte) (int, vfs.Errno) {
@@ -220,34 +222,21 @@ func (d *llmDevice) Write(p []byte) (int, vfs.Errno) {
 	case !ok:
 		b = append(b, '2')
 	case err != nil:
-		b = appendText(append(b, '1'), err.Error())
+		b = append(append(b, '1'), pymarshal.Text(err.Error())...)
 	default:
 		if s, isStr := r.(string); isStr {
-			b = appendText(append(b, '0'), s)
+			b = append(append(b, '0'), pymarshal.Text(s)...)
 		} else if m, err := pymarshal.Encode(r); err == nil {
 			b = append(append(b, '3'), m...)
 		} else {
-			b = appendText(append(b, '1'), fmt.Sprintf("the host's answer cannot be converted to Python: %v", err))
+			b = append(append(b, '1'), pymarshal.Text(fmt.Sprintf("the host's answer cannot be converted to Python: %v", err))...)
 		}
 	}
 	if len(b) > llmShort {
 		b = append(binary.LittleEndian.AppendUint64([]byte{'L'}, uint64(len(b))), b...)
 	}
-	d.buf, d.resp = b, b
+	d.buf, d.unread = b, b
 	return len(p), vfs.ESUCCESS
-}
-
-func (d *llmDevice) Read(p []byte) (int, vfs.Errno) {
-	n := copy(p, d.resp)
-	d.resp = d.resp[n:]
-	return n, vfs.ESUCCESS
-}
-
-func appendText(b []byte, s string) []byte {
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
-	return append(b, s...)
 }
 
 // encode marshals a reply, replacing results that cannot be converted to

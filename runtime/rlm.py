@@ -97,13 +97,12 @@ _llm_fd = _rlm.llm_fd
 
 def _llm_reply(r):
     if r[0] == 76:  # 'L': a long reply, its length, then itself
-        n = int.from_bytes(r[1:9], "little")
-        r = r[9:] + _rlm.readn(_llm_fd, n - (len(r) - 9))
+        r = _rlm.framed(_llm_fd, r, 1)
     s = r[0]
     if s == 48:
-        return r[1:].decode()
+        return str(r[1:], "utf-8")
     if s == 49:
-        raise BridgeError(r[1:].decode())
+        raise BridgeError(str(r[1:], "utf-8"))
     if s == 50:
         raise KeyboardInterrupt
     return _loads(memoryview(r)[1:])

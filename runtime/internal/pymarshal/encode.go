@@ -91,11 +91,7 @@ func (e *encoder) value(rv reflect.Value, v any, depth int) error {
 		e.int(&x)
 		return nil
 	case string:
-		if !utf8.ValidString(x) {
-			// Python's str holds text: bytes that are not UTF-8 become
-			// U+FFFD, as Python's own "replace" decoding does.
-			x = strings.ToValidUTF8(x, "\uFFFD")
-		}
+		x = Text(x)
 		e.b = append(e.b, 'u')
 		e.i32(int32(len(x)))
 		e.b = append(e.b, x...)
@@ -177,4 +173,13 @@ func (e *encoder) value(rv reflect.Value, v any, depth int) error {
 
 func (e *encoder) any(v any, depth int) error {
 	return e.value(reflect.ValueOf(v), v, depth+1)
+}
+
+// Text returns s as a Python str holds it: text, so bytes that are not
+// UTF-8 become U+FFFD, as Python's own "replace" decoding does.
+func Text(s string) string {
+	if !utf8.ValidString(s) {
+		return strings.ToValidUTF8(s, "\uFFFD")
+	}
+	return s
 }
