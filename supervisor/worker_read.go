@@ -143,7 +143,7 @@ func (s *workerSandbox) readFor(ctx context.Context, id uint64, ch chan ipc.Mess
 		stop := context.AfterFunc(ctx, func() { _ = s.stdout.SetReadDeadline(time.Unix(1, 0)) })
 		defer stop()
 	}
-	s.awaitFrame()
+	s.poll.Await(s.rd)
 	for {
 		m, err := s.rd.ReadMessage()
 		if err != nil {
@@ -182,14 +182,6 @@ func (s *workerSandbox) readFor(ctx context.Context, id uint64, ch chan ipc.Mess
 // through the Go scheduler's poller, by a processor that was idle: on a
 // quiet virtual machine that doubled an llm_query round trip.
 const replySpin = 100 * time.Microsecond
-
-// awaitFrame polls for a frame, for up to replySpin, unless one is
-// buffered already.
-func (s *workerSandbox) awaitFrame() {
-	if s.rd.Buffered() == 0 {
-		s.poll.Wait()
-	}
-}
 
 // routeOutput adds output to the streams of its request, if it has some.
 func (s *workerSandbox) routeOutput(m ipc.Message) {
@@ -302,7 +294,7 @@ func (s *workerSandbox) bridgeReader(r *run, gen, id uint64, c ipc.BridgeCall) {
 // call of r, which it returns holding the reading, or until it has routed
 // a reply (or the frames end): it then gives the reading up.
 func (s *workerSandbox) readOn(r *run) (uint64, ipc.BridgeCall, bool) {
-	s.awaitFrame()
+	s.poll.Await(s.rd)
 	for {
 		m, err := s.rd.ReadMessage()
 		if err != nil {

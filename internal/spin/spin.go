@@ -53,3 +53,10 @@ func (p Poller) Wait() {
 		}
 	})
 }
+
+// Await is Wait, unless r already holds buffered input to read.
+func (p Poller) Await(r interface{ Buffered() int }) {
+	if r.Buffered() == 0 {
+		p.Wait()
+	}
+}

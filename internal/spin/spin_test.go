@@ -46,6 +46,17 @@ func TestWaitReturnsOnData(t *testing.T) {
 	}
 }
 
+type buffered int
+
+func (b buffered) Buffered() int { return int(b) }
+
+// TestAwaitSkipsWhenBuffered: with input already buffered, Await returns
+// at once, however long its poller would spin on an empty pipe.
+func TestAwaitSkipsWhenBuffered(t *testing.T) {
+	r, _ := pipe(t)
+	New(r, time.Hour).Await(buffered(1))
+}
+
 func readableNow(t *testing.T, p Poller) (ok bool) {
 	t.Helper()
 	if err := p.rc.Control(func(fd uintptr) { ok = readable(fd) }); err != nil {

@@ -128,11 +128,9 @@ func (s *server) readFor(id uint64, ch chan ipc.Message) (ipc.Message, error) {
 	default:
 	}
 	for !got || s.waiting() {
-		if s.rd.Buffered() == 0 {
-			// An instant answer comes back within microseconds: poll for
-			// it rather than let the processor go idle (see package spin).
-			s.poll.Wait()
-		}
+		// An instant answer comes back within microseconds: poll for it
+		// rather than let the processor go idle (see package spin).
+		s.poll.Await(s.rd)
 		m, err := s.rd.ReadMessage()
 		if !got && err == nil && (m.Kind == ipc.KindBridgeReply || m.Kind == ipc.KindError) && m.ID == id {
 			s.takeBridge(id)

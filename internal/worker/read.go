@@ -28,8 +28,8 @@ import (
 // (see package spin) before it blocks.
 func (s *server) loop(warm bool) {
 	for {
-		if warm && s.rd.Buffered() == 0 {
-			s.poll.Wait()
+		if warm {
+			s.poll.Await(s.rd)
 		}
 		m, err := s.rd.ReadMessage()
 		if s.dispatch(m, err) {
