@@ -61,8 +61,13 @@ def _rlm_boot():
     mod.framed = framed
 
     def recv():
-        # An 8-byte length, then the request (runtime/channel.go).
-        return loads(framed(ch, read(ch, 65536), 0))
+        # An 8-byte length, then the request (runtime/channel.go). A short
+        # one comes whole in the first read; not calling framed for it
+        # saves direct mode's Execute 2 us.
+        r = read(ch, 65536)
+        if len(r) - 8 == int.from_bytes(r[:8], "little"):
+            return loads(memoryview(r)[8:])
+        return loads(framed(ch, r, 0))
 
     ok = (0,)
     okb = dumps(ok)
