@@ -218,19 +218,22 @@ func (d *llmDevice) Write(p []byte) (int, vfs.Errno) {
 		d.buf = nil
 	}
 	b := d.buf[:0]
+	s, isStr := r.(string)
+	var m []byte
+	if ok && err == nil && !isStr {
+		if m, err = pymarshal.Encode(r); err != nil {
+			err = fmt.Errorf("the host's answer cannot be converted to Python: %v", err)
+		}
+	}
 	switch {
 	case !ok:
 		b = append(b, '2')
 	case err != nil:
 		b = append(append(b, '1'), pymarshal.Text(err.Error())...)
+	case isStr:
+		b = append(append(b, '0'), pymarshal.Text(s)...)
 	default:
-		if s, isStr := r.(string); isStr {
-			b = append(append(b, '0'), pymarshal.Text(s)...)
-		} else if m, err := pymarshal.Encode(r); err == nil {
-			b = append(append(b, '3'), m...)
-		} else {
-			b = append(append(b, '1'), pymarshal.Text(fmt.Sprintf("the host's answer cannot be converted to Python: %v", err))...)
-		}
+		b = append(append(b, '3'), m...)
 	}
 	if len(b) > llmShort {
 		b = append(binary.LittleEndian.AppendUint64([]byte{'L'}, uint64(len(b))), b...)
