@@ -42,6 +42,7 @@ WAZERO_PATCH_TESTS := . ./internal/wasm/ ./internal/engine/wazevo/ ./internal/en
 
 test: all python-env
 	$(GO) test -count=1 -timeout 20m ./...
+	$(GO) test -count=1 -modfile=$(PATCHED_MOD) ./internal/wazeroinfo/
 	cd "$$(sed -n 's|^replace github.com/tetratelabs/wazero => ./||p' $(PATCHED_MOD))" && \
 		$(GO) test -count=1 -timeout 10m $(WAZERO_PATCH_TESTS)
 	$(MAKE) --no-print-directory test-python
@@ -88,8 +89,13 @@ NODE_PYODIDE := build/node-pyodide-$(PYODIDE_VERSION)
 $(NODE_PYODIDE)/.complete: scripts/fetch-pyodide.sh
 	PYODIDE_NODE_DIR=$(CURDIR)/$(NODE_PYODIDE) bash scripts/fetch-pyodide.sh
 
+# The direct-mode rows run twice: with stock wazero, as a program that
+# imports this module runs them, and (named direct-patched) with the
+# patched wazero the binaries run, whose direct mode keeps bounds checks.
 bench: all $(NODE_PYODIDE)/.complete
 	$(GO) test -run '^$$' -bench . -benchtime 20x -timeout 30m ./...
+	$(GO) test -modfile=$(PATCHED_MOD) -run '^$$' -bench . -benchtime 20x -timeout 30m ./supervisor/
+	$(GO) test -modfile=$(PATCHED_MOD) -run '^$$' -bench RLMIteration -benchtime 20x -timeout 30m ./tests/
 
 check: all
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlm-sandbox/rlm-sandbox/internal/wazeroinfo"
 	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
 )
 
@@ -26,10 +27,22 @@ func benchConfig(b *testing.B, mode supervisor.WorkerMode) supervisor.Config {
 	return cfg
 }
 
-var benchModes = []struct {
+type benchMode struct {
 	name string
 	mode supervisor.WorkerMode
-}{{"worker", supervisor.WorkerAlways}, {"direct", supervisor.WorkerNever}}
+}
+
+// benchModes are the modes each benchmark runs in: a worker (bin/rlm-worker,
+// which runs patched wazero) and direct mode with stock wazero, as a program
+// importing this module runs it. A test binary built with the patched wazero
+// the binaries use (`make bench` builds one too) runs only direct mode,
+// named direct-patched: its worker rows would be the same as the other's.
+var benchModes = func() []benchMode {
+	if wazeroinfo.Patched() {
+		return []benchMode{{"direct-patched", supervisor.WorkerNever}}
+	}
+	return []benchMode{{"worker", supervisor.WorkerAlways}, {"direct", supervisor.WorkerNever}}
+}()
 
 // BenchmarkNewReady: from New to a sandbox that has answered Initialize.
 func BenchmarkNewReady(b *testing.B) {

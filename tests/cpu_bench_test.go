@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlm-sandbox/rlm-sandbox/internal/wazeroinfo"
 	"github.com/rlm-sandbox/rlm-sandbox/runtime"
 	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
 )
@@ -160,10 +161,18 @@ var rlmSteps = []struct{ name, code string }{
 // llm_query is answered by a Go callback at once, all 40 concurrently.
 func BenchmarkRLMIteration(b *testing.B) {
 	text := cpuContext()
-	for _, m := range []struct {
+	type mode struct {
 		name string
 		mode supervisor.WorkerMode
-	}{{"worker", supervisor.WorkerAlways}, {"direct", supervisor.WorkerNever}} {
+	}
+	// Direct mode with stock wazero, as a program importing this module
+	// runs it; a test binary built with the binaries' patched wazero (`make
+	// bench` builds one too) runs only direct mode, named direct-patched.
+	modes := []mode{{"worker", supervisor.WorkerAlways}, {"direct", supervisor.WorkerNever}}
+	if wazeroinfo.Patched() {
+		modes = []mode{{"direct-patched", supervisor.WorkerNever}}
+	}
+	for _, m := range modes {
 		b.Run(m.name, func(b *testing.B) {
 			ctx := context.Background()
 			sb, err := supervisor.New(ctx, supervisor.Config{
