@@ -47,7 +47,7 @@ def _rlm_boot():
         at += 8
         got = len(r) - at
         if got >= n:
-            return memoryview(r)[at:]
+            return memoryview(r)[at:at + n]
         buf = bytearray(n)
         buf[:got] = memoryview(r)[at:]
         view = memoryview(buf)

@@ -81,6 +81,7 @@ def llm_query(prompt):
     or the host set none.
     """
     if type(prompt) is not str or not prompt:
+        # An empty write would not reach the device: "" takes the bridge.
         _need_str("llm_query", "prompt", prompt)
         return _one(_bridge("llm_query", [(prompt,)])[0])
     # The short path (runtime/bridge.go, llmDevice): the prompt's bytes
