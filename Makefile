@@ -92,10 +92,15 @@ $(NODE_PYODIDE)/.complete: scripts/fetch-pyodide.sh
 # The direct-mode rows run twice: with stock wazero, as a program that
 # imports this module runs them, and (named direct-patched) with the
 # patched wazero the binaries run, whose direct mode keeps bounds checks.
+STEADY_BENCH := ExecutePass|ExecuteStatement|LLMQuery$$
+
 bench: all $(NODE_PYODIDE)/.complete
 	$(GO) test -run '^$$' -bench . -benchtime 20x -timeout 30m ./...
 	$(GO) test -modfile=$(PATCHED_MOD) -run '^$$' -bench . -benchtime 20x -timeout 30m ./supervisor/
 	$(GO) test -modfile=$(PATCHED_MOD) -run '^$$' -bench RLMIteration -benchtime 20x -timeout 30m ./tests/
+	@echo "# the per-request rows again, over 2,000 requests (20 are mostly a sandbox's first ones)"
+	$(GO) test -run '^$$' -bench '$(STEADY_BENCH)' -benchtime 2000x -timeout 30m ./supervisor/
+	$(GO) test -modfile=$(PATCHED_MOD) -run '^$$' -bench '$(STEADY_BENCH)' -benchtime 2000x -timeout 30m ./supervisor/
 
 check: all
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
