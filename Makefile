@@ -36,7 +36,7 @@ prepare: pyodide build
 	bin/rlm-sandbox prepare
 
 # The tests of the wazero packages the patches touch, and the spec and fuzz
-# regression tests of the code the compiler emits (patches 5-8 change it),
+# regression tests of the code the compiler emits (patches 5-12 change it),
 # run in the patched copy.
 WAZERO_PATCH_TESTS := . ./internal/wasm/ ./internal/engine/wazevo/ ./internal/engine/wazevo/frontend/ ./internal/engine/wazevo/ssa/ ./internal/engine/wazevo/backend/regalloc/ ./internal/engine/wazevo/backend/isa/amd64/ ./internal/platform/ ./internal/integration_test/filecache/ ./internal/integration_test/spectest/v1/ ./internal/integration_test/spectest/v2/ ./internal/integration_test/fuzzcases/
 
@@ -89,11 +89,12 @@ NODE_PYODIDE := build/node-pyodide-$(PYODIDE_VERSION)
 $(NODE_PYODIDE)/.complete: scripts/fetch-pyodide.sh
 	PYODIDE_NODE_DIR=$(CURDIR)/$(NODE_PYODIDE) bash scripts/fetch-pyodide.sh
 
+# The per-request rows, run a second time over 2,000 requests.
+STEADY_BENCH := ExecutePass|ExecuteStatement|LLMQuery$$
+
 # The direct-mode rows run twice: with stock wazero, as a program that
 # imports this module runs them, and (named direct-patched) with the
 # patched wazero the binaries run, whose direct mode keeps bounds checks.
-STEADY_BENCH := ExecutePass|ExecuteStatement|LLMQuery$$
-
 bench: all $(NODE_PYODIDE)/.complete
 	$(GO) test -run '^$$' -bench . -benchtime 20x -timeout 30m ./...
 	$(GO) test -modfile=$(PATCHED_MOD) -run '^$$' -bench . -benchtime 20x -timeout 30m ./supervisor/

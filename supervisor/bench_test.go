@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlm-sandbox/rlm-sandbox/internal/wazeroinfo"
+	"github.com/rlm-sandbox/rlm-sandbox/internal/benchmode"
 	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
 )
 
@@ -27,29 +27,15 @@ func benchConfig(b *testing.B, mode supervisor.WorkerMode) supervisor.Config {
 	return cfg
 }
 
-type benchMode struct {
-	name string
-	mode supervisor.WorkerMode
-}
-
-// benchModes are the modes each benchmark runs in: a worker (bin/rlm-worker,
-// which runs patched wazero) and direct mode with stock wazero, as a program
-// importing this module runs it. A test binary built with the patched wazero
-// the binaries use (`make bench` builds one too) runs only direct mode,
-// named direct-patched: its worker rows would be the same as the other's.
-var benchModes = func() []benchMode {
-	if wazeroinfo.Patched() {
-		return []benchMode{{"direct-patched", supervisor.WorkerNever}}
-	}
-	return []benchMode{{"worker", supervisor.WorkerAlways}, {"direct", supervisor.WorkerNever}}
-}()
+// benchModes are the modes each benchmark runs in (benchmode.All).
+var benchModes = benchmode.All()
 
 // BenchmarkNewReady: from New to a sandbox that has answered Initialize.
 func BenchmarkNewReady(b *testing.B) {
 	ctx := context.Background()
 	for _, m := range benchModes {
-		b.Run(m.name, func(b *testing.B) {
-			cfg := benchConfig(b, m.mode)
+		b.Run(m.Name, func(b *testing.B) {
+			cfg := benchConfig(b, m.Mode)
 			warm, err := supervisor.New(ctx, cfg) // compile caches, engine
 			if err != nil {
 				b.Fatal(err)
@@ -87,8 +73,8 @@ func readySandbox(b *testing.B, cfg supervisor.Config) supervisor.Sandbox {
 // BenchmarkExecutePass: the round trip of Execute("pass").
 func BenchmarkExecutePass(b *testing.B) {
 	for _, m := range benchModes {
-		b.Run(m.name, func(b *testing.B) {
-			sb := readySandbox(b, benchConfig(b, m.mode))
+		b.Run(m.Name, func(b *testing.B) {
+			sb := readySandbox(b, benchConfig(b, m.Mode))
 			for b.Loop() {
 				if _, err := sb.Execute(context.Background(), "pass"); err != nil {
 					b.Fatal(err)
@@ -103,10 +89,10 @@ func BenchmarkExecutePass(b *testing.B) {
 // mode), including the traceback formatting of the KeyboardInterrupt.
 func BenchmarkCancelLatency(b *testing.B) {
 	for _, m := range benchModes {
-		b.Run(m.name, func(b *testing.B) {
+		b.Run(m.Name, func(b *testing.B) {
 			started := make(chan struct{}, 1)
 			var once sync.Mutex
-			cfg := benchConfig(b, m.mode)
+			cfg := benchConfig(b, m.Mode)
 			cfg.OnStdout = func(l string) {
 				if strings.HasPrefix(l, "go") {
 					once.Lock()
@@ -165,8 +151,8 @@ func (l *latencies) report(b *testing.B) {
 // 99th percentile.
 func BenchmarkExecuteStatement(b *testing.B) {
 	for _, m := range benchModes {
-		b.Run(m.name, func(b *testing.B) {
-			sb := readySandbox(b, benchConfig(b, m.mode))
+		b.Run(m.Name, func(b *testing.B) {
+			sb := readySandbox(b, benchConfig(b, m.Mode))
 			ctx := context.Background()
 			if _, err := sb.Execute(ctx, "x = 0"); err != nil {
 				b.Fatal(err)
@@ -190,8 +176,8 @@ func BenchmarkExecuteStatement(b *testing.B) {
 // cost of an Execute measured by BenchmarkExecutePass).
 func BenchmarkLLMQuery(b *testing.B) {
 	for _, m := range benchModes {
-		b.Run(m.name, func(b *testing.B) {
-			cfg := benchConfig(b, m.mode)
+		b.Run(m.Name, func(b *testing.B) {
+			cfg := benchConfig(b, m.Mode)
 			cfg.OnLLMQuery = func(_ context.Context, p string) (string, error) { return p, nil }
 			sb := readySandbox(b, cfg)
 			const calls = 100
@@ -215,8 +201,8 @@ func BenchmarkReadyWithLargeContext(b *testing.B) {
 	ctx := context.Background()
 	text := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 50<<20/45)
 	for _, m := range benchModes {
-		b.Run(m.name, func(b *testing.B) {
-			cfg := benchConfig(b, m.mode)
+		b.Run(m.Name, func(b *testing.B) {
+			cfg := benchConfig(b, m.Mode)
 			warm, err := supervisor.New(ctx, cfg)
 			if err != nil {
 				b.Fatal(err)
@@ -247,8 +233,8 @@ func BenchmarkReadyWithLargeContext(b *testing.B) {
 func BenchmarkPoolGet(b *testing.B) {
 	ctx := context.Background()
 	for _, m := range benchModes {
-		b.Run(m.name, func(b *testing.B) {
-			pool := supervisor.NewPool(benchConfig(b, m.mode), 1)
+		b.Run(m.Name, func(b *testing.B) {
+			pool := supervisor.NewPool(benchConfig(b, m.Mode), 1)
 			defer pool.Close()
 			for b.Loop() {
 				b.StopTimer()
@@ -276,8 +262,8 @@ func BenchmarkPoolGet(b *testing.B) {
 // by BenchmarkExecutePass).
 func BenchmarkLLMQueryBatched(b *testing.B) {
 	for _, m := range benchModes {
-		b.Run(m.name, func(b *testing.B) {
-			cfg := benchConfig(b, m.mode)
+		b.Run(m.Name, func(b *testing.B) {
+			cfg := benchConfig(b, m.Mode)
 			cfg.OnLLMQuery = func(_ context.Context, p string) (string, error) { return p, nil }
 			sb := readySandbox(b, cfg)
 			const prompts = 100
@@ -304,8 +290,8 @@ func BenchmarkOutputThroughput(b *testing.B) {
 	const lines, lineSize = 100 << 10, 1 << 10
 	code := "line = 'x' * 1023\nfor _ in range(102400): print(line)"
 	for _, m := range benchModes {
-		b.Run(m.name, func(b *testing.B) {
-			cfg := benchConfig(b, m.mode)
+		b.Run(m.Name, func(b *testing.B) {
+			cfg := benchConfig(b, m.Mode)
 			var got int
 			cfg.OnStdout = func(l string) { got++ }
 			sb := readySandbox(b, cfg)

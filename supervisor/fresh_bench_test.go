@@ -13,8 +13,8 @@ import (
 func BenchmarkFreshSandbox(b *testing.B) {
 	ctx := context.Background()
 	for _, m := range benchModes {
-		b.Run("first-exception/"+m.name, func(b *testing.B) {
-			cfg := benchConfig(b, m.mode)
+		b.Run("first-exception/"+m.Name, func(b *testing.B) {
+			cfg := benchConfig(b, m.Mode)
 			var lat latencies
 			for b.Loop() {
 				b.StopTimer()
@@ -32,9 +32,9 @@ func BenchmarkFreshSandbox(b *testing.B) {
 			}
 			lat.report(b)
 		})
-		b.Run("first-cancel/"+m.name, func(b *testing.B) {
+		b.Run("first-cancel/"+m.Name, func(b *testing.B) {
 			started := make(chan struct{}, 1)
-			cfg := benchConfig(b, m.mode)
+			cfg := benchConfig(b, m.Mode)
 			cfg.OnStdout = func(l string) {
 				if strings.HasPrefix(l, "go") {
 					select {

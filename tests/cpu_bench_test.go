@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlm-sandbox/rlm-sandbox/internal/wazeroinfo"
+	"github.com/rlm-sandbox/rlm-sandbox/internal/benchmode"
 	"github.com/rlm-sandbox/rlm-sandbox/runtime"
 	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
 )
@@ -161,22 +161,12 @@ var rlmSteps = []struct{ name, code string }{
 // llm_query is answered by a Go callback at once, all 40 concurrently.
 func BenchmarkRLMIteration(b *testing.B) {
 	text := cpuContext()
-	type mode struct {
-		name string
-		mode supervisor.WorkerMode
-	}
-	// Direct mode with stock wazero, as a program importing this module
-	// runs it; a test binary built with the binaries' patched wazero (`make
-	// bench` builds one too) runs only direct mode, named direct-patched.
-	modes := []mode{{"worker", supervisor.WorkerAlways}, {"direct", supervisor.WorkerNever}}
-	if wazeroinfo.Patched() {
-		modes = []mode{{"direct-patched", supervisor.WorkerNever}}
-	}
-	for _, m := range modes {
-		b.Run(m.name, func(b *testing.B) {
+	// A worker and direct mode, or only direct-patched (benchmode.All).
+	for _, m := range benchmode.All() {
+		b.Run(m.Name, func(b *testing.B) {
 			ctx := context.Background()
 			sb, err := supervisor.New(ctx, supervisor.Config{
-				UseWorker:            m.mode,
+				UseWorker:            m.Mode,
 				MaxBridgeConcurrency: 40,
 				OnLLMQuery: func(_ context.Context, prompt string) (string, error) {
 					return "It mentions a needle (" + strconv.Itoa(len(prompt)) + " characters).", nil
@@ -213,7 +203,7 @@ func BenchmarkRLMIteration(b *testing.B) {
 				b.ReportMetric(med, "ms-"+s.name)
 			}
 			b.ReportMetric(total, "ms-total")
-			if node := nodeBench(b, text); node != nil && m.name == "worker" {
+			if node := nodeBench(b, text); node != nil && m.Name == "worker" {
 				var nodeTotal float64
 				for _, s := range rlmSteps {
 					med := median(node.Steps[s.name])
