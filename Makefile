@@ -36,7 +36,7 @@ prepare: pyodide build
 	bin/rlm-sandbox prepare
 
 # The tests of the wazero packages the patches touch, and the spec and fuzz
-# regression tests of the code the compiler emits (patches 5-12 change it),
+# regression tests of the code the compiler emits (patches 5-13 change it),
 # run in the patched copy.
 WAZERO_PATCH_TESTS := . ./internal/wasm/ ./internal/engine/wazevo/ ./internal/engine/wazevo/frontend/ ./internal/engine/wazevo/ssa/ ./internal/engine/wazevo/backend/regalloc/ ./internal/engine/wazevo/backend/isa/amd64/ ./internal/platform/ ./internal/integration_test/filecache/ ./internal/integration_test/spectest/v1/ ./internal/integration_test/spectest/v2/ ./internal/integration_test/fuzzcases/
 
