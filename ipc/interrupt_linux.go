@@ -3,11 +3,14 @@
 package ipc
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	goruntime "runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -22,10 +25,15 @@ import (
 // All methods are safe for concurrent use and on a nil *Page. After
 // Close, Load and Swap return 0 and Store does nothing.
 type Page struct {
-	mu   sync.RWMutex // read-held while using word, write-held by Close
-	file *os.File
-	mem  []byte
-	word *int32 // &mem[0]; nil once closed
+	mu sync.RWMutex // read-held while using word, write-held by Close
+	// closing is set by Close before it takes mu: waiters then do not
+	// sleep.
+	closing atomic.Bool
+	// sleepers counts the waiters about to sleep or asleep (for tests).
+	sleepers atomic.Int32
+	file     *os.File
+	mem      []byte
+	word     *int32 // &mem[0]; nil once closed
 }
 
 // NewPage creates an interrupt page: an anonymous memory file
@@ -123,7 +131,8 @@ func (p *Page) File() *os.File {
 	return p.file
 }
 
-// Store atomically sets the word, e.g. to SignalInterrupt.
+// Store atomically sets the word, e.g. to SignalInterrupt, and wakes the
+// goroutines of every process waiting in WaitInterrupt.
 func (p *Page) Store(sig int32) {
 	if p == nil {
 		return
@@ -132,7 +141,81 @@ func (p *Page) Store(sig int32) {
 	defer p.mu.RUnlock()
 	if p.word != nil {
 		atomic.StoreInt32(p.word, sig)
+		if sig != 0 {
+			p.wakeLocked()
+		}
 	}
+}
+
+// The futex operations, on a word shared between processes (no
+// FUTEX_PRIVATE_FLAG): the kernel keys them by the file and offset, so a
+// wake through one mapping reaches a wait through another.
+const (
+	futexWait = 0
+	futexWake = 1
+)
+
+// waitSlice bounds one futex wait, so that a wait whose context ends just
+// before it sleeps (a wake-up that cannot be told from the word) still
+// returns soon.
+var waitSlice = 100 * time.Millisecond // a variable for the tests
+
+// wakeLocked wakes every waiter on the word; p.mu is read-held and the
+// page is mapped.
+func (p *Page) wakeLocked() {
+	_, _, _ = unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(p.word)), futexWake, uintptr(^uint32(0)>>1), 0, 0, 0)
+}
+
+// wake wakes every waiter on the word, if the page is mapped.
+func (p *Page) wake() {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.word != nil {
+		p.wakeLocked()
+	}
+}
+
+// WaitInterrupt waits until the word is non-zero, ctx is done, or d has
+// passed (d < 0: no limit), and reports whether the word is non-zero. A
+// Store through any mapping of the page (the supervisor's) wakes it at
+// once, without the waiter polling: the worker's interpreter waits here
+// while its guest sleeps (runtime.InterruptWaiter). It may return early,
+// after at most a tenth of a second. On a closed or nil Page it waits for
+// ctx or d and reports false.
+func (p *Page) WaitInterrupt(ctx context.Context, d time.Duration) bool {
+	step := waitSlice
+	if d >= 0 && d < step {
+		step = d
+	}
+	if ctx.Err() != nil {
+		return p.Load() != 0
+	}
+	if p != nil {
+		stop := context.AfterFunc(ctx, p.wake)
+		defer stop()
+		p.mu.RLock()
+		if w := p.word; w != nil {
+			if atomic.LoadInt32(w) == 0 && ctx.Err() == nil && !p.closing.Load() {
+				ts := unix.NsecToTimespec(int64(step))
+				// Sleeps only while the word is 0 (EAGAIN otherwise);
+				// EINTR and ETIMEDOUT end the wait like a wake-up does.
+				p.sleepers.Add(1)
+				_, _, _ = unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWait, 0, uintptr(unsafe.Pointer(&ts)), 0, 0)
+				p.sleepers.Add(-1)
+			}
+			v := atomic.LoadInt32(w)
+			p.mu.RUnlock()
+			return v != 0
+		}
+		p.mu.RUnlock()
+	}
+	t := time.NewTimer(step)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
 }
 
 // Swap atomically sets the word to v and returns its previous value. The
@@ -146,7 +229,11 @@ func (p *Page) Swap(v int32) int32 {
 	if p.word == nil {
 		return 0
 	}
-	return atomic.SwapInt32(p.word, v)
+	old := atomic.SwapInt32(p.word, v)
+	if v != 0 {
+		p.wakeLocked()
+	}
+	return old
 }
 
 // Load atomically reads the word.
@@ -168,7 +255,17 @@ func (p *Page) Close() error {
 	if p == nil {
 		return nil
 	}
-	p.mu.Lock()
+	// Waiters hold the read lock while they sleep: wake them until the
+	// lock is free. One that looked at closing before it was set may fall
+	// asleep after a wake-up; the next one reaches it.
+	p.closing.Store(true)
+	for {
+		p.wake()
+		if p.mu.TryLock() {
+			break
+		}
+		goruntime.Gosched()
+	}
 	defer p.mu.Unlock()
 	if p.word == nil {
 		return nil

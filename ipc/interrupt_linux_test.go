@@ -3,11 +3,14 @@
 package ipc
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -225,4 +228,119 @@ func TestPageConcurrent(t *testing.T) {
 	wg.Add(1)
 	go func() { defer wg.Done(); p.Close() }()
 	wg.Wait()
+}
+
+// longWaits makes each futex wait of the test last up to an hour, so that
+// only a wake-up ends it: a waiter that is not woken hangs the test, and
+// waitFor fails it.
+func longWaits(t *testing.T) {
+	old := waitSlice
+	waitSlice = time.Hour
+	t.Cleanup(func() { waitSlice = old })
+}
+
+// waitFor fails the test if ch yields nothing for a long while (a waiter
+// that was never woken); it returns what ch yields.
+func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s: the waiter was not woken", what)
+	}
+	var zero T
+	return zero
+}
+
+// TestPageWaitWokenByStore: a Store through one mapping wakes a waiter on
+// another (the supervisor's page and the worker's), whether the waiter is
+// asleep already or not yet.
+func TestPageWaitWokenByStore(t *testing.T) {
+	longWaits(t)
+	p, err := NewPage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	q := dupPage(t, p)
+	for i := range 50 {
+		ready, got := make(chan struct{}), make(chan bool, 1)
+		go func() {
+			close(ready)
+			got <- q.WaitInterrupt(context.Background(), -1)
+		}()
+		<-ready
+		for i%2 == 0 && q.sleepers.Load() == 0 { // asleep already
+			runtime.Gosched()
+		}
+		p.Store(SignalInterrupt)
+		if !waitFor(t, got, "Store") {
+			t.Fatalf("round %d: woken without the signal", i)
+		}
+		if v := q.Swap(0); v != SignalInterrupt {
+			t.Fatalf("round %d: took %d", i, v)
+		}
+	}
+	// Swap to a signal wakes too.
+	got := make(chan bool, 1)
+	go func() { got <- q.WaitInterrupt(context.Background(), -1) }()
+	for q.sleepers.Load() == 0 {
+		runtime.Gosched()
+	}
+	p.Swap(SignalInterrupt)
+	if !waitFor(t, got, "Swap") {
+		t.Fatal("woken without the signal")
+	}
+}
+
+// TestPageWaitEnds: a wait ends, reporting no signal, when its context
+// ends, when its time is up, and when the page is closed.
+func TestPageWaitEnds(t *testing.T) {
+	longWaits(t)
+	p, err := NewPage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	q := dupPage(t, p)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan bool, 1)
+	go func() { got <- q.WaitInterrupt(ctx, -1) }()
+	for q.sleepers.Load() == 0 {
+		runtime.Gosched()
+	}
+	cancel()
+	if waitFor(t, got, "context") {
+		t.Fatal("a cancelled wait reported a signal")
+	}
+	if q.WaitInterrupt(ctx, -1) {
+		t.Fatal("a wait on a done context reported a signal")
+	}
+
+	if q.WaitInterrupt(context.Background(), time.Millisecond) {
+		t.Fatal("a wait that timed out reported a signal")
+	}
+
+	go func() { got <- q.WaitInterrupt(context.Background(), -1) }()
+	for q.sleepers.Load() == 0 { // Close must wake a waiter, not find none
+		runtime.Gosched()
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- q.Close() }()
+	if err := waitFor(t, closed, "Close"); err != nil {
+		t.Fatal(err)
+	}
+	if waitFor(t, got, "Close") {
+		t.Fatal("a wait ended by Close reported a signal")
+	}
+	// A closed or nil page waits for the context or the time alone.
+	if q.WaitInterrupt(context.Background(), time.Millisecond) {
+		t.Fatal("a closed page reported a signal")
+	}
+	var nilPage *Page
+	if nilPage.WaitInterrupt(context.Background(), time.Millisecond) {
+		t.Fatal("a nil page reported a signal")
+	}
 }

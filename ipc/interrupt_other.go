@@ -3,10 +3,12 @@
 package ipc
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"runtime"
+	"time"
 )
 
 // Page is the interrupt page. It is only implemented on Linux; elsewhere
@@ -33,6 +35,21 @@ func (p *Page) Swap(v int32) int32 { return 0 }
 
 // Load returns 0.
 func (p *Page) Load() int32 { return 0 }
+
+// WaitInterrupt waits for ctx or d (d < 0: ctx alone) and returns false.
+func (p *Page) WaitInterrupt(ctx context.Context, d time.Duration) bool {
+	if d < 0 {
+		<-ctx.Done()
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
+}
 
 // Close returns nil.
 func (p *Page) Close() error { return nil }

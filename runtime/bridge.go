@@ -286,6 +286,35 @@ func (in *Interpreter) waitBridge(done <-chan struct{}) bool {
 		return true
 	default:
 	}
+	if w, ok := in.intr.(InterruptWaiter); ok {
+		// Woken by the answer, the signal or Close, whichever comes
+		// first: a call the model takes seconds to answer costs no
+		// wake-ups meanwhile.
+		ctx, cancel := context.WithCancel(in.killCtx)
+		defer cancel()
+		go func() {
+			select {
+			case <-done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		for {
+			w.WaitInterrupt(ctx, -1)
+			select {
+			case <-done:
+				return true
+			default:
+			}
+			if in.intr.Load() != 0 {
+				in.intr.Swap(0)
+				return false
+			}
+			if in.killCtx.Err() != nil {
+				return false
+			}
+		}
+	}
 	const tick = time.Millisecond
 	t := time.NewTicker(tick)
 	defer t.Stop()

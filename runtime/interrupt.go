@@ -1,6 +1,11 @@
 package runtime
 
-import "sync/atomic"
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
 
 // SIGINT is the signal number that raises KeyboardInterrupt in running code.
 const SIGINT = 2
@@ -17,14 +22,82 @@ type InterruptSource interface {
 	Load() int32
 }
 
-// AtomicInterrupt is an in-process InterruptSource.
-type AtomicInterrupt struct{ v atomic.Int32 }
+// InterruptWaiter is an InterruptSource that can wake a goroutine waiting
+// for a signal. While the guest waits (time.sleep, select.poll, a bridge
+// call in flight), the interpreter waits on it: an idle sandbox then costs
+// no wake-ups, and an interrupt ends the wait at once. An InterruptSource
+// that is not an InterruptWaiter is looked at every millisecond instead.
+// AtomicInterrupt and the worker's shared page (ipc.Page) are both.
+type InterruptWaiter interface {
+	InterruptSource
+	// WaitInterrupt returns when a signal is pending, ctx is done, or d
+	// has passed (d < 0: no limit), and reports whether a signal is
+	// pending. It may return early; callers check again and wait again.
+	WaitInterrupt(ctx context.Context, d time.Duration) bool
+}
+
+// AtomicInterrupt is an in-process InterruptSource and InterruptWaiter.
+// The zero value holds no signal.
+type AtomicInterrupt struct {
+	v    atomic.Int32
+	mu   sync.Mutex
+	wake chan struct{} // closed when a signal is stored; nil: no one waits
+}
 
 // Swap implements InterruptSource.
-func (a *AtomicInterrupt) Swap(v int32) int32 { return a.v.Swap(v) }
+func (a *AtomicInterrupt) Swap(v int32) int32 {
+	old := a.v.Swap(v)
+	if v != 0 {
+		a.notify()
+	}
+	return old
+}
 
 // Load implements InterruptSource.
 func (a *AtomicInterrupt) Load() int32 { return a.v.Load() }
 
 // Store sets the pending signal.
-func (a *AtomicInterrupt) Store(v int32) { a.v.Store(v) }
+func (a *AtomicInterrupt) Store(v int32) {
+	a.v.Store(v)
+	if v != 0 {
+		a.notify()
+	}
+}
+
+// notify wakes the goroutines in WaitInterrupt. It runs after the value is
+// stored: a waiter either sees the value, or registered before notify
+// took the lock and is woken.
+func (a *AtomicInterrupt) notify() {
+	a.mu.Lock()
+	if a.wake != nil {
+		close(a.wake)
+		a.wake = nil
+	}
+	a.mu.Unlock()
+}
+
+// WaitInterrupt implements InterruptWaiter.
+func (a *AtomicInterrupt) WaitInterrupt(ctx context.Context, d time.Duration) bool {
+	a.mu.Lock()
+	if a.v.Load() != 0 {
+		a.mu.Unlock()
+		return true
+	}
+	if a.wake == nil {
+		a.wake = make(chan struct{})
+	}
+	wake := a.wake
+	a.mu.Unlock()
+	var timeout <-chan time.Time
+	if d >= 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-wake:
+	case <-timeout:
+	case <-ctx.Done():
+	}
+	return a.v.Load() != 0
+}

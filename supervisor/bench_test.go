@@ -122,6 +122,39 @@ func BenchmarkCancelLatency(b *testing.B) {
 	}
 }
 
+// BenchmarkCancelSleep: from Cancel() to the return of an Execute waiting
+// in time.sleep(60), whose wait the interrupt must cut short.
+func BenchmarkCancelSleep(b *testing.B) {
+	for _, m := range benchModes {
+		b.Run(m.Name, func(b *testing.B) {
+			started := make(chan struct{}, 1)
+			cfg := benchConfig(b, m.Mode)
+			cfg.OnStdout = func(l string) {
+				if strings.HasPrefix(l, "go") {
+					select {
+					case started <- struct{}{}:
+					default:
+					}
+				}
+			}
+			sb := readySandbox(b, cfg)
+			var lat latencies
+			for b.Loop() {
+				done := make(chan time.Time, 1)
+				go func() {
+					sb.Execute(context.Background(), "import time\nprint('go', flush=True)\ntime.sleep(60)")
+					done <- time.Now()
+				}()
+				<-started
+				t0 := time.Now()
+				sb.Cancel()
+				lat.add((<-done).Sub(t0))
+			}
+			lat.report(b)
+		})
+	}
+}
+
 // latencies collects the durations of single operations of a benchmark
 // and reports their median and, over at least 100 of them, their 99th
 // percentile (of fewer, it would be their maximum).

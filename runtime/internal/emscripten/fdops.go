@@ -388,26 +388,41 @@ func (h *Host) poll(ctx context.Context, mod api.Module, stack []uint64) {
 // sleep waits for d (forever if d < 0) and reports whether it completed;
 // it returns false as soon as an interrupt is pending or ctx is done.
 func (h *Host) sleep(ctx context.Context, d time.Duration) bool {
-	const tick = time.Millisecond
 	deadline := time.Now().Add(d)
-	t := time.NewTimer(tick)
-	defer t.Stop()
+	w, _ := h.cfg.Interrupt.(InterruptWaiter)
+	var t *time.Timer
 	for {
 		if h.killed.Load() {
 			panic(ErrKilled)
 		}
-		if h.cfg.Interrupt.Load() != 0 {
+		if h.cfg.Interrupt.Load() != 0 || ctx.Err() != nil {
 			return false
 		}
 		left := time.Until(deadline)
 		if d >= 0 && left <= 0 {
 			return true
 		}
+		if w != nil {
+			// Woken by the signal itself: an idle sleep costs no
+			// wake-ups, and an interrupt ends it at once.
+			if d < 0 {
+				left = -1
+			}
+			w.WaitInterrupt(ctx, left)
+			continue
+		}
+		// An Interrupt that cannot wake us is looked at every tick.
+		const tick = time.Millisecond
 		step := tick
 		if d >= 0 && left < step {
 			step = left
 		}
-		t.Reset(step)
+		if t == nil {
+			t = time.NewTimer(step)
+			defer t.Stop()
+		} else {
+			t.Reset(step)
+		}
 		select {
 		case <-t.C:
 		case <-ctx.Done():

@@ -1,6 +1,7 @@
 package emscripten
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,17 @@ type Interrupt interface {
 	Swap(v int32) int32
 	// Load returns the current value.
 	Load() int32
+}
+
+// InterruptWaiter is an Interrupt that can wake a goroutine waiting for a
+// signal; see the runtime package's InterruptWaiter. The guest's sleeps
+// wait on it instead of looking at the Interrupt every millisecond.
+type InterruptWaiter interface {
+	Interrupt
+	// WaitInterrupt returns when a signal is pending, ctx is done, or d
+	// has passed (d < 0: no limit), and reports whether a signal is
+	// pending. It may return early.
+	WaitInterrupt(ctx context.Context, d time.Duration) bool
 }
 
 // Config is what a Host is built from.
