@@ -68,7 +68,10 @@ type Config struct {
 	// in-memory file system. Default: 256 MiB.
 	DiskLimit int64
 	// Interrupt is where interrupts are signalled. Default: a new
-	// AtomicInterrupt, reachable through Interpreter.Interrupt.
+	// AtomicInterrupt, reachable through Interpreter.Interrupt. One that
+	// is also an InterruptWaiter wakes the interpreter's waits (a guest
+	// in time.sleep, a bridge call in flight); any other is looked at
+	// every millisecond while the guest waits.
 	Interrupt InterruptSource
 	// Notice receives the one-line notice printed when Pyodide has to be
 	// compiled (once per machine). Default: os.Stderr. Use io.Discard to
