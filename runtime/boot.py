@@ -135,8 +135,9 @@ def _rlm_boot():
         try:
             te = traceback.TracebackException(type(e), e, tb)
             # The helpers' own frames (llm_query raising BridgeError, say)
+            # and the bootstrap's (its time.sleep, its import refusals)
             # are noise to the code's author: the error points at the call.
-            frames = [f for f in te.stack if f.filename != "<rlm>"]
+            frames = [f for f in te.stack if f.filename not in ("<rlm>", "<rlm-boot>")]
             if frames:
                 te.stack = traceback.StackSummary.from_list(frames)
             return "".join(te.format())
@@ -397,8 +398,16 @@ def _rlm_boot():
 
 # The bootstrap's functions look builtins up in a copy taken now: code that
 # rebinds a builtin (builtins.len = None) breaks its own code, not the
-# sandbox's channel to the host.
+# sandbox's channel to the host. Their code is named "<rlm-boot>" (not
+# PyRun_SimpleString's "<string>", which exec'd user code has too), so that
+# tracebacks can leave their frames out.
 import builtins as _builtins
 
-type(_rlm_boot)(_rlm_boot.__code__, {"__builtins__": dict(_builtins.__dict__), "__name__": "_rlm"})()
-del _rlm_boot, _builtins
+
+def _rlm_named(code):
+    consts = tuple(_rlm_named(c) if isinstance(c, type(code)) else c for c in code.co_consts)
+    return code.replace(co_filename="<rlm-boot>", co_consts=consts)
+
+
+type(_rlm_boot)(_rlm_named(_rlm_boot.__code__), {"__builtins__": dict(_builtins.__dict__), "__name__": "_rlm"})()
+del _rlm_boot, _rlm_named, _builtins

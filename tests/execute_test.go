@@ -48,6 +48,25 @@ func TestExecuteBasics(t *testing.T) {
 				t.Errorf("traceback shows sandbox internals:\n%s", ce.Traceback)
 			}
 		})
+		t.Run("no bootstrap frames", func(t *testing.T) {
+			// The bootstrap's own Python (its time.sleep, its refusal of
+			// imports the sandbox cannot satisfy) raises on the code's
+			// behalf: the traceback ends at the code's call, as for a
+			// function written in C; exec'd strings keep their frames.
+			for _, c := range []struct{ code, want, frame string }{
+				{"import time\ntime.sleep('x')", "TypeError", "time.sleep('x')"},
+				{"import js", "ImportError", "import js"},
+				{"exec('def g():\\n    1/0\\ng()')", "ZeroDivisionError", `File "<string>", line 2, in g`},
+			} {
+				ce := exec(t, sb, c.code)
+				if ce.ErrorType != c.want || !strings.Contains(ce.Traceback, c.frame) {
+					t.Fatalf("%q: got %+v", c.code, ce)
+				}
+				if strings.Contains(ce.Traceback, "<rlm-boot>") || (c.want != "ZeroDivisionError" && strings.Contains(ce.Traceback, "<string>")) {
+					t.Errorf("%q: traceback shows the bootstrap:\n%s", c.code, ce.Traceback)
+				}
+			}
+		})
 		t.Run("syntax error", func(t *testing.T) {
 			ce := exec(t, sb, "def broken(:\n  pass")
 			if ce.ErrorType != "SyntaxError" || !strings.Contains(ce.Traceback, "SyntaxError") {
