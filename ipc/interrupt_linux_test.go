@@ -239,6 +239,18 @@ func longWaits(t *testing.T) {
 	t.Cleanup(func() { waitSlice = old })
 }
 
+// waitingPages returns a new page and a second mapping of it, for tests
+// of waits (longWaits).
+func waitingPages(t *testing.T) (p, q *Page) {
+	longWaits(t)
+	p, err := NewPage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p, dupPage(t, p)
+}
+
 // waitFor fails the test if ch yields nothing for a long while (a waiter
 // that was never woken); it returns what ch yields.
 func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
@@ -257,13 +269,7 @@ func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
 // another (the supervisor's page and the worker's), whether the waiter is
 // asleep already or not yet.
 func TestPageWaitWokenByStore(t *testing.T) {
-	longWaits(t)
-	p, err := NewPage()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	q := dupPage(t, p)
+	p, q := waitingPages(t)
 	for i := range 50 {
 		ready, got := make(chan struct{}), make(chan bool, 1)
 		go func() {
@@ -297,13 +303,7 @@ func TestPageWaitWokenByStore(t *testing.T) {
 // TestPageWaitEnds: a wait ends, reporting no signal, when its context
 // ends, when its time is up, and when the page is closed.
 func TestPageWaitEnds(t *testing.T) {
-	longWaits(t)
-	p, err := NewPage()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	q := dupPage(t, p)
+	_, q := waitingPages(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	got := make(chan bool, 1)

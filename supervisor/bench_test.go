@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -90,32 +89,7 @@ func BenchmarkExecutePass(b *testing.B) {
 func BenchmarkCancelLatency(b *testing.B) {
 	for _, m := range benchModes {
 		b.Run(m.Name, func(b *testing.B) {
-			started := make(chan struct{}, 1)
-			var once sync.Mutex
-			cfg := benchConfig(b, m.Mode)
-			cfg.OnStdout = func(l string) {
-				if strings.HasPrefix(l, "go") {
-					once.Lock()
-					select {
-					case started <- struct{}{}:
-					default:
-					}
-					once.Unlock()
-				}
-			}
-			sb := readySandbox(b, cfg)
-			var lat latencies
-			for b.Loop() {
-				done := make(chan time.Time, 1)
-				go func() {
-					sb.Execute(context.Background(), "print('go', flush=True)\nwhile True: pass")
-					done <- time.Now()
-				}()
-				<-started
-				t0 := time.Now()
-				sb.Cancel()
-				lat.add((<-done).Sub(t0))
-			}
+			lat := benchCancel(b, m.Mode, "while True: pass")
 			b.ReportMetric(float64(lat.total.Microseconds())/float64(b.N), "µs-cancel/op")
 			lat.report(b)
 		})
@@ -127,32 +101,46 @@ func BenchmarkCancelLatency(b *testing.B) {
 func BenchmarkCancelSleep(b *testing.B) {
 	for _, m := range benchModes {
 		b.Run(m.Name, func(b *testing.B) {
-			started := make(chan struct{}, 1)
-			cfg := benchConfig(b, m.Mode)
-			cfg.OnStdout = func(l string) {
-				if strings.HasPrefix(l, "go") {
-					select {
-					case started <- struct{}{}:
-					default:
-					}
-				}
-			}
-			sb := readySandbox(b, cfg)
-			var lat latencies
-			for b.Loop() {
-				done := make(chan time.Time, 1)
-				go func() {
-					sb.Execute(context.Background(), "import time\nprint('go', flush=True)\ntime.sleep(60)")
-					done <- time.Now()
-				}()
-				<-started
-				t0 := time.Now()
-				sb.Cancel()
-				lat.add((<-done).Sub(t0))
-			}
+			lat := benchCancel(b, m.Mode, "import time\ntime.sleep(60)")
 			lat.report(b)
 		})
 	}
+}
+
+// benchCancel times, b.N times on one sandbox, Cancel() to the return of
+// an Execute of code, which blocks.
+func benchCancel(b *testing.B, mode supervisor.WorkerMode, code string) *latencies {
+	cfg := benchConfig(b, mode)
+	started := onGo(&cfg)
+	sb := readySandbox(b, cfg)
+	lat := &latencies{}
+	for b.Loop() {
+		done := make(chan time.Time, 1)
+		go func() {
+			sb.Execute(context.Background(), "print('go', flush=True)\n"+code)
+			done <- time.Now()
+		}()
+		<-started
+		t0 := time.Now()
+		sb.Cancel()
+		lat.add((<-done).Sub(t0))
+	}
+	return lat
+}
+
+// onGo makes cfg's OnStdout signal the returned channel when the code
+// prints a line starting with "go" (it has started and is about to block).
+func onGo(cfg *supervisor.Config) <-chan struct{} {
+	started := make(chan struct{}, 1)
+	cfg.OnStdout = func(l string) {
+		if strings.HasPrefix(l, "go") {
+			select {
+			case started <- struct{}{}:
+			default:
+			}
+		}
+	}
+	return started
 }
 
 // latencies collects the durations of single operations of a benchmark

@@ -2,7 +2,6 @@ package supervisor_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 )
@@ -33,16 +32,8 @@ func BenchmarkFreshSandbox(b *testing.B) {
 			lat.report(b)
 		})
 		b.Run("first-cancel/"+m.Name, func(b *testing.B) {
-			started := make(chan struct{}, 1)
 			cfg := benchConfig(b, m.Mode)
-			cfg.OnStdout = func(l string) {
-				if strings.HasPrefix(l, "go") {
-					select {
-					case started <- struct{}{}:
-					default:
-					}
-				}
-			}
+			started := onGo(&cfg)
 			var lat latencies
 			for b.Loop() {
 				b.StopTimer()
