@@ -44,7 +44,14 @@ func (h *Host) rw(mod api.Module, stack []uint64, fd int32, iov, n, pnum uint32,
 		return
 	}
 	m := memOf(mod)
-	bufs, ok := m.iovecs(iov, n)
+	// The guest runs one call at a time: its transfers share one slice
+	// of buffers (emptied after use, so that it holds no view of a
+	// memory that has since grown elsewhere).
+	bufs, ok := m.iovecs(h.iov, iov, n)
+	if ok {
+		h.iov = bufs
+		defer clear(bufs)
+	}
 	if !ok || !m.ok(pnum, 4) {
 		stack[0] = wasiErr(EFAULT)
 		return

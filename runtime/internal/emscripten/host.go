@@ -61,6 +61,8 @@ type Host struct {
 	killed         atomic.Bool
 	delivered      atomic.Int64
 
+	iov [][]byte // the buffers of the guest's current read or write (rw)
+
 	// Trampoline support, filled in by the runtime after instantiation.
 	arityCache uint32 // guest address of the arity byte cache
 	arityLen   uint32 // entries in the cache

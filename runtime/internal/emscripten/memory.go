@@ -124,11 +124,11 @@ func (m mem) putCString(p uint32, s string, size uint32) uint32 {
 }
 
 // iovecs returns the buffers of a wasi iovec array.
-func (m mem) iovecs(iov, n uint32) ([][]byte, bool) {
+func (m mem) iovecs(out [][]byte, iov, n uint32) ([][]byte, bool) {
 	if n > 1024 {
 		return nil, false
 	}
-	out := make([][]byte, 0, n)
+	out = out[:0]
 	for i := uint32(0); i < n; i++ {
 		p, l := m.u32(iov+8*i), m.u32(iov+8*i+4)
 		if !m.ok(iov+8*i, 8) {

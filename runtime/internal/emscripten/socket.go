@@ -498,7 +498,7 @@ func (h *Host) msg(mod api.Module, stack []uint64, send bool) {
 		stack[0] = neg(EFAULT)
 		return
 	}
-	bufs, ok := m.iovecs(m.u32(hdr+8), m.u32(hdr+12))
+	bufs, ok := m.iovecs(nil, m.u32(hdr+8), m.u32(hdr+12))
 	if !ok {
 		stack[0] = neg(EFAULT)
 		return
