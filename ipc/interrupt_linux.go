@@ -200,8 +200,14 @@ func (p *Page) WaitInterrupt(ctx context.Context, d time.Duration) bool {
 				// Sleeps only while the word is 0 (EAGAIN otherwise);
 				// EINTR and ETIMEDOUT end the wait like a wake-up does.
 				p.sleepers.Add(1)
-				_, _, _ = unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWait, 0, uintptr(unsafe.Pointer(&ts)), 0, 0)
+				_, _, errno := unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWait, 0, uintptr(unsafe.Pointer(&ts)), 0, 0)
 				p.sleepers.Add(-1)
+				if errno != 0 && errno != unix.EAGAIN && errno != unix.EINTR && errno != unix.ETIMEDOUT {
+					// A kernel or filter that refuses the wait: sleep
+					// a tick instead, as the interpreter did before,
+					// rather than return at once into a busy loop.
+					time.Sleep(min(step, time.Millisecond))
+				}
 			}
 			v := atomic.LoadInt32(w)
 			p.mu.RUnlock()
