@@ -123,7 +123,8 @@ func (m mem) putCString(p uint32, s string, size uint32) uint32 {
 	return n
 }
 
-// iovecs returns the buffers of a wasi iovec array.
+// iovecs returns the buffers of a wasi iovec array, in out's storage
+// (out[:0] appended to).
 func (m mem) iovecs(out [][]byte, iov, n uint32) ([][]byte, bool) {
 	if n > 1024 {
 		return nil, false
@@ -131,11 +132,13 @@ func (m mem) iovecs(out [][]byte, iov, n uint32) ([][]byte, bool) {
 	out = out[:0]
 	for i := uint32(0); i < n; i++ {
 		p, l := m.u32(iov+8*i), m.u32(iov+8*i+4)
-		if !m.ok(iov+8*i, 8) {
-			return nil, false
+		var b []byte
+		ok := m.ok(iov+8*i, 8)
+		if ok {
+			b, ok = m.bytes(p, l)
 		}
-		b, ok := m.bytes(p, l)
 		if !ok {
+			clear(out) // keep no view of the memory in out's storage
 			return nil, false
 		}
 		out = append(out, b)
