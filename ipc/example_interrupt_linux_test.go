@@ -3,7 +3,9 @@
 package ipc_test
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/rlm-sandbox/rlm-sandbox/ipc"
 )
@@ -27,4 +29,23 @@ func ExamplePage() {
 	// Output:
 	// 2
 	// 0
+}
+
+// The worker's interpreter, while its guest sleeps, waits on the page
+// instead of polling it; the supervisor's Store wakes it at once.
+func ExamplePage_WaitInterrupt() {
+	page, err := ipc.NewPage()
+	if err != nil {
+		panic(err)
+	}
+	defer page.Close()
+
+	woken := make(chan bool)
+	go func() { // worker: wait up to a minute for an interrupt
+		woken <- page.WaitInterrupt(context.Background(), time.Minute)
+	}()
+	page.Store(ipc.SignalInterrupt) // supervisor: interrupt
+	fmt.Println(<-woken)
+	// Output:
+	// true
 }
