@@ -1,5 +1,10 @@
 package ipc
 
+import (
+	"context"
+	"time"
+)
+
 // SignalInterrupt is the value the supervisor stores in the interrupt page
 // to interrupt running Python: SIGINT's number, which Pyodide's interrupt
 // buffer turns into KeyboardInterrupt.
@@ -9,3 +14,18 @@ const SignalInterrupt int32 = 2
 // interrupt word is an int32 at offset 0, in native byte order (both ends
 // run on the same machine).
 const PageWordSize = 4
+
+// sleepFor returns when ctx is done or d has passed (d < 0: ctx alone): the
+// wait of a Page that cannot be woken.
+func sleepFor(ctx context.Context, d time.Duration) {
+	if d < 0 {
+		<-ctx.Done()
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

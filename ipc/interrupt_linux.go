@@ -215,12 +215,7 @@ func (p *Page) WaitInterrupt(ctx context.Context, d time.Duration) bool {
 		}
 		p.mu.RUnlock()
 	}
-	t := time.NewTimer(step)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
+	sleepFor(ctx, step)
 	return false
 }
 

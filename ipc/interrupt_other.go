@@ -38,16 +38,7 @@ func (p *Page) Load() int32 { return 0 }
 
 // WaitInterrupt waits for ctx or d (d < 0: ctx alone) and returns false.
 func (p *Page) WaitInterrupt(ctx context.Context, d time.Duration) bool {
-	if d < 0 {
-		<-ctx.Done()
-		return false
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
+	sleepFor(ctx, d)
 	return false
 }
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	goruntime "runtime"
 	"sync"
-	"time"
 
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/pymarshal"
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/vfs"
@@ -286,48 +285,30 @@ func (in *Interpreter) waitBridge(done <-chan struct{}) bool {
 		return true
 	default:
 	}
-	if w, ok := in.intr.(InterruptWaiter); ok {
-		// Woken by the answer, the signal or Close, whichever comes
-		// first: a call the model takes seconds to answer costs no
-		// wake-ups meanwhile.
-		ctx, cancel := context.WithCancel(in.killCtx)
-		defer cancel()
-		go func() {
-			select {
-			case <-done:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		for {
-			w.WaitInterrupt(ctx, -1)
-			select {
-			case <-done:
-				return true
-			default:
-			}
-			if in.intr.Load() != 0 {
-				in.intr.Swap(0)
-				return false
-			}
-			if in.killCtx.Err() != nil {
-				return false
-			}
+	// Woken by the answer, the signal or Close, whichever comes first: a
+	// call the model takes seconds to answer costs no wake-ups meanwhile
+	// (with an InterruptSource that can wake a waiter).
+	ctx, cancel := context.WithCancel(in.killCtx)
+	defer cancel()
+	go func() {
+		select {
+		case <-done:
+			cancel()
+		case <-ctx.Done():
 		}
-	}
-	const tick = time.Millisecond
-	t := time.NewTicker(tick)
-	defer t.Stop()
+	}()
 	for {
+		in.intr.WaitInterrupt(ctx, -1)
 		select {
 		case <-done:
 			return true
-		case <-t.C:
-		case <-in.killCtx.Done():
-			return false
+		default:
 		}
 		if in.intr.Load() != 0 {
 			in.intr.Swap(0)
+			return false
+		}
+		if in.killCtx.Err() != nil {
 			return false
 		}
 	}

@@ -112,7 +112,7 @@ type Interpreter struct {
 	mu     sync.Mutex // serialises guest calls
 	eng    *engine
 	host   *emscripten.Host
-	intr   InterruptSource
+	intr   InterruptWaiter // Config.Interrupt (waiterOf)
 	mods   []api.Module
 	main   api.Module
 	runFn  uint32 // the guest's PyObject* of _rlm.run (a strong reference)
@@ -251,7 +251,7 @@ func (in *Interpreter) touchErrorPaths(ctx context.Context) {
 }
 
 func startInterpreter(ctx context.Context, eng *engine, cfg Config, stdlib []byte, img *bootImage) (*Interpreter, error) {
-	in := &Interpreter{eng: eng, intr: cfg.Interrupt, channel: &channel{}, stdlib: stdlib}
+	in := &Interpreter{eng: eng, intr: waiterOf(cfg.Interrupt), channel: &channel{}, stdlib: stdlib}
 	in.killCtx, in.kill = context.WithCancel(context.Background())
 	if err := in.boot(ctx, cfg, img); err != nil {
 		in.Close()
@@ -273,7 +273,7 @@ func (in *Interpreter) boot(ctx context.Context, cfg Config, img *bootImage) err
 		FS:        fs,
 		Env:       guestEnv,
 		Args0:     "python",
-		Interrupt: cfg.Interrupt,
+		Interrupt: in.intr,
 		MaxMemory: cfg.MemoryLimit,
 		Now:       cfg.Now,
 	})

@@ -36,6 +36,33 @@ type InterruptWaiter interface {
 	WaitInterrupt(ctx context.Context, d time.Duration) bool
 }
 
+// waiterOf returns src as an InterruptWaiter: src itself, or src looked at
+// every millisecond.
+func waiterOf(src InterruptSource) InterruptWaiter {
+	if w, ok := src.(InterruptWaiter); ok {
+		return w
+	}
+	return polled{src}
+}
+
+// polled is an InterruptSource that cannot wake a waiter: its waits look
+// at it every millisecond.
+type polled struct{ InterruptSource }
+
+func (p polled) WaitInterrupt(ctx context.Context, d time.Duration) bool {
+	const tick = time.Millisecond
+	if d < 0 || d > tick {
+		d = tick
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return p.Load() != 0
+}
+
 // AtomicInterrupt is an in-process InterruptSource and InterruptWaiter.
 // The zero value holds no signal.
 type AtomicInterrupt struct {

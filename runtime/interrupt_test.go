@@ -69,3 +69,33 @@ func TestAtomicInterruptWait(t *testing.T) {
 		t.Fatal("a wait that timed out reported a signal")
 	}
 }
+
+// sourceOnly is an InterruptSource that cannot wake a waiter.
+type sourceOnly struct{ a AtomicInterrupt }
+
+func (s *sourceOnly) Swap(v int32) int32 { return s.a.Swap(v) }
+func (s *sourceOnly) Load() int32        { return s.a.Load() }
+
+// TestPolledInterrupt: an InterruptSource that is not an InterruptWaiter is
+// looked at by its waits, which see a signal stored meanwhile.
+func TestPolledInterrupt(t *testing.T) {
+	src := &sourceOnly{}
+	w := waiterOf(src)
+	if _, ok := w.(polled); !ok {
+		t.Fatalf("waiterOf(%T) = %T, want polled", src, w)
+	}
+	if waiterOf(&src.a) != InterruptWaiter(&src.a) {
+		t.Fatal("an InterruptWaiter was wrapped")
+	}
+	go src.Swap(SIGINT)
+	for !w.WaitInterrupt(context.Background(), -1) {
+	}
+	if src.Swap(0) != SIGINT {
+		t.Fatal("signal lost")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if w.WaitInterrupt(ctx, -1) {
+		t.Fatal("a done context reported a signal")
+	}
+}

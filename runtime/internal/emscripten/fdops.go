@@ -396,8 +396,6 @@ func (h *Host) poll(ctx context.Context, mod api.Module, stack []uint64) {
 // it returns false as soon as an interrupt is pending or ctx is done.
 func (h *Host) sleep(ctx context.Context, d time.Duration) bool {
 	deadline := time.Now().Add(d)
-	w, _ := h.cfg.Interrupt.(InterruptWaiter)
-	var t *time.Timer
 	for {
 		if h.killed.Load() {
 			panic(ErrKilled)
@@ -406,34 +404,11 @@ func (h *Host) sleep(ctx context.Context, d time.Duration) bool {
 			return false
 		}
 		left := time.Until(deadline)
-		if d >= 0 && left <= 0 {
+		if d < 0 {
+			left = -1
+		} else if left <= 0 {
 			return true
 		}
-		if w != nil {
-			// Woken by the signal itself: an idle sleep costs no
-			// wake-ups, and an interrupt ends it at once.
-			if d < 0 {
-				left = -1
-			}
-			w.WaitInterrupt(ctx, left)
-			continue
-		}
-		// An Interrupt that cannot wake us is looked at every tick.
-		const tick = time.Millisecond
-		step := tick
-		if d >= 0 && left < step {
-			step = left
-		}
-		if t == nil {
-			t = time.NewTimer(step)
-			defer t.Stop()
-		} else {
-			t.Reset(step)
-		}
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return false
-		}
+		h.cfg.Interrupt.WaitInterrupt(ctx, left)
 	}
 }

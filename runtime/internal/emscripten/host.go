@@ -20,9 +20,8 @@ type Interrupt interface {
 	Load() int32
 }
 
-// InterruptWaiter is an Interrupt that can wake a goroutine waiting for a
-// signal; see the runtime package's InterruptWaiter. The guest's sleeps
-// wait on it instead of looking at the Interrupt every millisecond.
+// InterruptWaiter is an Interrupt that can be waited on; see the runtime
+// package's InterruptWaiter. The guest's sleeps wait on it.
 type InterruptWaiter interface {
 	Interrupt
 	// WaitInterrupt returns when a signal is pending, ctx is done, or d
@@ -36,7 +35,7 @@ type Config struct {
 	FS        *vfs.FS
 	Env       []string // KEY=VALUE pairs the guest sees
 	Args0     string   // program name
-	Interrupt Interrupt
+	Interrupt InterruptWaiter
 	// MaxMemory caps the guest's linear memory in bytes (0: the 4 GiB wasm32 limit).
 	MaxMemory uint64
 	// Now returns wall-clock time; nil means time.Now.
