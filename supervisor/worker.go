@@ -39,9 +39,11 @@ type workerSandbox struct {
 	poll   spin.Poller
 	sem    chan struct{}
 	inited atomic.Bool
-	// bridges answers the running code's bridge calls.
-	bridges *bridges
-	running atomic.Pointer[run] // the Execute in progress, if any
+	// bridges answers the running code's bridge calls; answerers runs
+	// the calls of a batch.
+	bridges   *bridges
+	answerers *answerers
+	running   atomic.Pointer[run] // the Execute in progress, if any
 	// turn is signalled when the caller reading the frames stops.
 	turn chan struct{}
 	// stageFile carries large values to the worker (see stage), or is nil.
@@ -243,6 +245,7 @@ func startWorker(ctx context.Context, cfg Config, wc workerCommand, ns bool, ref
 		asked:   map[uint64]struct{}{},
 		exited:  make(chan struct{}),
 	}
+	s.answerers = newAnswerers(s.exited)
 	log := cfg.Logger.With("worker_pid", cmd.Process.Pid)
 	go func() {
 		s.pumpLogs(stderr) // until the process is gone or closed its stderr

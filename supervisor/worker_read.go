@@ -251,14 +251,14 @@ func (s *workerSandbox) ask(id uint64, single bool) (gen uint64) {
 }
 
 // spawnAnswer runs the bridge call id (asked already) of the run r on a
-// goroutine of its own.
+// goroutine of its own (see answerers).
 func (s *workerSandbox) spawnAnswer(r *run, id uint64, c ipc.BridgeCall) {
 	if r != nil && r.stopped() && s.answered(id) {
 		// Interrupted before the call was seen: the worker waits for an
 		// answer, not for the signal.
 		s.answerInterrupted(id)
 	}
-	go s.answerBridge(r, id, c)
+	s.answerers.run(s, answerTask{r: r, id: id, c: c})
 }
 
 // bridgeReader runs the single bridge call id of the run r, holding the
