@@ -104,7 +104,6 @@ func (d *bridgeDevice) serve(body []byte) []byte {
 	ctx, cancel := context.WithCancel(in.reqCtx)
 	defer cancel()
 	d.in.bridgeCalls += len(calls)
-	done := make(chan struct{})
 	call := func(i int) {
 		args, _ := calls[i].([]any)
 		r, err := d.fn(ctx, method, args)
@@ -140,8 +139,10 @@ func (d *bridgeDevice) serve(body []byte) []byte {
 	for i := range calls {
 		go func() { defer wg.Done(); call(i) }()
 	}
-	go func() { wg.Wait(); close(done) }()
-	if !in.waitBridge(done) || in.interrupted() {
+	answered, finish := context.WithCancel(in.killCtx)
+	defer finish()
+	go func() { wg.Wait(); finish() }()
+	if !in.waitBridge(answered) || in.interrupted() {
 		// Leave the callbacks behind with their context cancelled; they
 		// write only to results, which nobody reads any more.
 		return interruptedReply
@@ -177,9 +178,10 @@ func (d *bridgeDevice) one(method string, args []any) (r any, err error, ok bool
 		res  any
 		ferr error
 	)
-	done := make(chan struct{})
-	go func() { res, ferr = d.fn(ctx, method, args); close(done) }()
-	if !in.waitBridge(done) || in.interrupted() {
+	answered, finish := context.WithCancel(in.killCtx)
+	defer finish()
+	go func() { res, ferr = d.fn(ctx, method, args); finish() }()
+	if !in.waitBridge(answered) || in.interrupted() {
 		// Leave the callback behind with its context cancelled; it
 		// writes only to res and ferr, which nobody reads any more.
 		return nil, nil, false
@@ -273,43 +275,23 @@ func (in *Interpreter) interrupted() bool {
 	return false
 }
 
-// waitBridge waits for done, and returns false when the execution is
-// interrupted (taking the pending signal: the guest raises
-// KeyboardInterrupt itself) or the interpreter is closed first.
-func (in *Interpreter) waitBridge(done <-chan struct{}) bool {
+// waitBridge waits until answered is done (a context of in.killCtx that
+// the calls' goroutine cancels when they have returned), and returns false
+// when the execution is interrupted first (taking the pending signal: the
+// guest raises KeyboardInterrupt itself) or the interpreter is closed.
+// The wait is woken by the answer, the signal or Close, whichever comes
+// first: a call the model takes seconds to answer costs no wake-ups
+// meanwhile (with an InterruptSource that can wake a waiter).
+func (in *Interpreter) waitBridge(answered context.Context) bool {
 	// A callback that answers at once has done so by the time this
-	// goroutine runs again: no timer for it.
+	// goroutine runs again.
 	goruntime.Gosched()
-	select {
-	case <-done:
-		return true
-	default:
-	}
-	// Woken by the answer, the signal or Close, whichever comes first: a
-	// call the model takes seconds to answer costs no wake-ups meanwhile
-	// (with an InterruptSource that can wake a waiter).
-	ctx, cancel := context.WithCancel(in.killCtx)
-	defer cancel()
-	go func() {
-		select {
-		case <-done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	for {
-		in.intr.WaitInterrupt(ctx, -1)
-		select {
-		case <-done:
-			return true
-		default:
-		}
-		if in.intr.Load() != 0 {
+	for answered.Err() == nil {
+		in.intr.WaitInterrupt(answered, -1)
+		if answered.Err() == nil && in.intr.Load() != 0 {
 			in.intr.Swap(0)
 			return false
 		}
-		if in.killCtx.Err() != nil {
-			return false
-		}
 	}
+	return in.killCtx.Err() == nil
 }
