@@ -95,13 +95,22 @@ STEADY_BENCH := ExecutePass|ExecuteStatement|LLMQuery$$
 # The direct-mode rows run twice: with stock wazero, as a program that
 # imports this module runs them, and (named direct-patched) with the
 # patched wazero the binaries run, whose direct mode keeps bounds checks.
+#
+# The output also goes to build/bench.txt, from which the last step prints
+# the targets of the inner-loop and CPU work, a row each, against this run
+# (internal/benchtable).
+BENCH_OUT := build/bench.txt
+
 bench: all $(NODE_PYODIDE)/.complete
-	$(GO) test -run '^$$' -bench . -benchtime 20x -timeout 30m ./...
-	$(GO) test -modfile=$(PATCHED_MOD) -run '^$$' -bench . -benchtime 20x -timeout 30m ./supervisor/
-	$(GO) test -modfile=$(PATCHED_MOD) -run '^$$' -bench RLMIteration -benchtime 20x -timeout 30m ./tests/
+	@mkdir -p build && : > $(BENCH_OUT)
+	set -o pipefail; $(GO) test -run '^$$' -bench . -benchtime 20x -timeout 30m ./... | tee -a $(BENCH_OUT)
+	set -o pipefail; $(GO) test -modfile=$(PATCHED_MOD) -run '^$$' -bench . -benchtime 20x -timeout 30m ./supervisor/ | tee -a $(BENCH_OUT)
+	set -o pipefail; $(GO) test -modfile=$(PATCHED_MOD) -run '^$$' -bench RLMIteration -benchtime 20x -timeout 30m ./tests/ | tee -a $(BENCH_OUT)
 	@echo "# the per-request rows again, over 2,000 requests (20 are mostly a sandbox's first ones)"
-	$(GO) test -run '^$$' -bench '$(STEADY_BENCH)' -benchtime 2000x -timeout 30m ./supervisor/
-	$(GO) test -modfile=$(PATCHED_MOD) -run '^$$' -bench '$(STEADY_BENCH)' -benchtime 2000x -timeout 30m ./supervisor/
+	set -o pipefail; $(GO) test -run '^$$' -bench '$(STEADY_BENCH)' -benchtime 2000x -timeout 30m ./supervisor/ | tee -a $(BENCH_OUT)
+	set -o pipefail; $(GO) test -modfile=$(PATCHED_MOD) -run '^$$' -bench '$(STEADY_BENCH)' -benchtime 2000x -timeout 30m ./supervisor/ | tee -a $(BENCH_OUT)
+	@echo
+	$(GO) run ./internal/benchtable $(BENCH_OUT)
 
 check: all
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
