@@ -98,17 +98,19 @@ STEADY_BENCH := ExecutePass|ExecuteStatement|LLMQuery$$
 #
 # The output also goes to build/bench.txt, from which the last step prints
 # the targets of the inner-loop and CPU work, a row each, against this run
-# (internal/benchtable).
+# (internal/benchtable). pipefail: a benchmark that fails fails the target,
+# whatever tee does.
 BENCH_OUT := build/bench.txt
 
+bench: .SHELLFLAGS := -o pipefail -c
 bench: all $(NODE_PYODIDE)/.complete
 	@mkdir -p build && : > $(BENCH_OUT)
-	set -o pipefail; $(GO) test -run '^$$' -bench . -benchtime 20x -timeout 30m ./... | tee -a $(BENCH_OUT)
-	set -o pipefail; $(GO) test -modfile=$(PATCHED_MOD) -run '^$$' -bench . -benchtime 20x -timeout 30m ./supervisor/ | tee -a $(BENCH_OUT)
-	set -o pipefail; $(GO) test -modfile=$(PATCHED_MOD) -run '^$$' -bench RLMIteration -benchtime 20x -timeout 30m ./tests/ | tee -a $(BENCH_OUT)
+	$(GO) test -run '^$$' -bench . -benchtime 20x -timeout 30m ./... | tee -a $(BENCH_OUT)
+	$(GO) test -modfile=$(PATCHED_MOD) -run '^$$' -bench . -benchtime 20x -timeout 30m ./supervisor/ | tee -a $(BENCH_OUT)
+	$(GO) test -modfile=$(PATCHED_MOD) -run '^$$' -bench RLMIteration -benchtime 20x -timeout 30m ./tests/ | tee -a $(BENCH_OUT)
 	@echo "# the per-request rows again, over 2,000 requests (20 are mostly a sandbox's first ones)"
-	set -o pipefail; $(GO) test -run '^$$' -bench '$(STEADY_BENCH)' -benchtime 2000x -timeout 30m ./supervisor/ | tee -a $(BENCH_OUT)
-	set -o pipefail; $(GO) test -modfile=$(PATCHED_MOD) -run '^$$' -bench '$(STEADY_BENCH)' -benchtime 2000x -timeout 30m ./supervisor/ | tee -a $(BENCH_OUT)
+	$(GO) test -run '^$$' -bench '$(STEADY_BENCH)' -benchtime 2000x -timeout 30m ./supervisor/ | tee -a $(BENCH_OUT)
+	$(GO) test -modfile=$(PATCHED_MOD) -run '^$$' -bench '$(STEADY_BENCH)' -benchtime 2000x -timeout 30m ./supervisor/ | tee -a $(BENCH_OUT)
 	@echo
 	$(GO) run ./internal/benchtable $(BENCH_OUT)
 

@@ -139,10 +139,7 @@ func (d *bridgeDevice) serve(body []byte) []byte {
 	for i := range calls {
 		go func() { defer wg.Done(); call(i) }()
 	}
-	answered, finish := context.WithCancel(in.killCtx)
-	defer finish()
-	go func() { wg.Wait(); finish() }()
-	if !in.waitBridge(answered) || in.interrupted() {
+	if !in.waitBridge(wg.Wait) || in.interrupted() {
 		// Leave the callbacks behind with their context cancelled; they
 		// write only to results, which nobody reads any more.
 		return interruptedReply
@@ -178,10 +175,7 @@ func (d *bridgeDevice) one(method string, args []any) (r any, err error, ok bool
 		res  any
 		ferr error
 	)
-	answered, finish := context.WithCancel(in.killCtx)
-	defer finish()
-	go func() { res, ferr = d.fn(ctx, method, args); finish() }()
-	if !in.waitBridge(answered) || in.interrupted() {
+	if !in.waitBridge(func() { res, ferr = d.fn(ctx, method, args) }) || in.interrupted() {
 		// Leave the callback behind with its context cancelled; it
 		// writes only to res and ferr, which nobody reads any more.
 		return nil, nil, false
@@ -275,14 +269,19 @@ func (in *Interpreter) interrupted() bool {
 	return false
 }
 
-// waitBridge waits until answered is done (a context of in.killCtx that
-// the calls' goroutine cancels when they have returned), and returns false
-// when the execution is interrupted first (taking the pending signal: the
-// guest raises KeyboardInterrupt itself) or the interpreter is closed.
-// The wait is woken by the answer, the signal or Close, whichever comes
-// first: a call the model takes seconds to answer costs no wake-ups
-// meanwhile (with an InterruptSource that can wake a waiter).
-func (in *Interpreter) waitBridge(answered context.Context) bool {
+// waitBridge runs call (the bridge calls) on a goroutine of its own and
+// waits until it returns, and returns false when the execution is
+// interrupted first (taking the pending signal: the guest raises
+// KeyboardInterrupt itself) or the interpreter is closed; call is then
+// left behind. The wait is on a context of in.killCtx that call's
+// goroutine cancels when it returns, woken by the answer, the signal or
+// Close, whichever comes first: a call the model takes seconds to answer
+// costs no wake-ups meanwhile (with an InterruptSource that can wake a
+// waiter).
+func (in *Interpreter) waitBridge(call func()) bool {
+	answered, finish := context.WithCancel(in.killCtx)
+	defer finish()
+	go func() { call(); finish() }()
 	// A callback that answers at once has done so by the time this
 	// goroutine runs again.
 	goruntime.Gosched()
