@@ -29,3 +29,48 @@ func BenchmarkReadOutput(b *testing.B) {
 		}
 	}
 }
+
+// bridgeBodies are the frames of one call of an llm_query_batched batch:
+// the BridgeCall a supervisor reads and the BridgeReply its worker reads.
+var bridgeBodies = []struct {
+	name string
+	kind Kind
+	body any
+}{
+	{"call", KindBridgeCall, BridgeCall{Method: "llm_query", Args: []any{"Summarize line 1234: " + strings.Repeat("word ", 12)}, Batch: true}},
+	{"reply", KindBridgeReply, BridgeReply{Result: "It mentions a needle (77 characters)."}},
+}
+
+// BenchmarkDecodeBridge decodes bridgeBodies, as Reader.ReadMessage does.
+func BenchmarkDecodeBridge(b *testing.B) {
+	for _, c := range bridgeBodies {
+		b.Run(c.name, func(b *testing.B) {
+			frame, err := Encode(c.kind, 42, c.body)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := decode(frame, true); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkEncodeBridge encodes bridgeBodies, as Writer.WriteMessage does.
+func BenchmarkEncodeBridge(b *testing.B) {
+	for _, c := range bridgeBodies {
+		b.Run(c.name, func(b *testing.B) {
+			var buf []byte
+			b.ReportAllocs()
+			for b.Loop() {
+				var err error
+				if buf, err = AppendFrame(buf[:0], c.kind, 42, c.body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -38,53 +38,62 @@ const (
 
 // kindInfo describes one defined Kind.
 type kindInfo struct {
-	name  string
-	codec *structCodec
+	name   string
+	codec  *structCodec
+	decode func(*structCodec, reader) (any, reader, error) // decodeBody of the body type
 }
 
 // kinds is indexed by Kind; undefined kinds have a nil codec.
 var kinds = buildKinds()
 
 func buildKinds() [KindCompleteReply + 1]kindInfo {
-	defs := []struct {
-		kind    Kind
-		name    string
-		body    any
-		lenient bool
-	}{
+	defs := []kindDef{
 		// Hello ignores unknown fields so that a newer worker's Hello
 		// still decodes and CheckHello can explain the mismatch.
-		{KindHello, "hello", Hello{}, true},
-		{KindError, "error", Error{}, false},
-		{KindInitialize, "initialize", Initialize{}, false},
-		{KindInitializeReply, "initialize_reply", InitializeReply{}, false},
-		{KindExecute, "execute", Execute{}, false},
-		{KindOutput, "output", Output{}, false},
-		{KindResult, "result", Result{}, false},
-		{KindGetVariable, "get_variable", GetVariable{}, false},
-		{KindGetVariableReply, "get_variable_reply", GetVariableReply{}, false},
-		{KindSetVariable, "set_variable", SetVariable{}, false},
-		{KindSetVariableReply, "set_variable_reply", SetVariableReply{}, false},
-		{KindBridgeCall, "bridge_call", BridgeCall{}, false},
-		{KindBridgeReply, "bridge_reply", BridgeReply{}, false},
-		{KindPing, "ping", Ping{}, false},
-		{KindPong, "pong", Pong{}, false},
-		{KindStats, "stats", Stats{}, false},
-		{KindStatsReply, "stats_reply", StatsReply{}, false},
-		{KindShutdown, "shutdown", Shutdown{}, false},
-		{KindStage, "stage", Stage{}, false},
-		{KindComplete, "complete", Complete{}, false},
-		{KindCompleteReply, "complete_reply", CompleteReply{}, false},
+		defineKind[Hello](KindHello, "hello", true),
+		defineKind[Error](KindError, "error", false),
+		defineKind[Initialize](KindInitialize, "initialize", false),
+		defineKind[InitializeReply](KindInitializeReply, "initialize_reply", false),
+		defineKind[Execute](KindExecute, "execute", false),
+		defineKind[Output](KindOutput, "output", false),
+		defineKind[Result](KindResult, "result", false),
+		defineKind[GetVariable](KindGetVariable, "get_variable", false),
+		defineKind[GetVariableReply](KindGetVariableReply, "get_variable_reply", false),
+		defineKind[SetVariable](KindSetVariable, "set_variable", false),
+		defineKind[SetVariableReply](KindSetVariableReply, "set_variable_reply", false),
+		defineKind[BridgeCall](KindBridgeCall, "bridge_call", false),
+		defineKind[BridgeReply](KindBridgeReply, "bridge_reply", false),
+		defineKind[Ping](KindPing, "ping", false),
+		defineKind[Pong](KindPong, "pong", false),
+		defineKind[Stats](KindStats, "stats", false),
+		defineKind[StatsReply](KindStatsReply, "stats_reply", false),
+		defineKind[Shutdown](KindShutdown, "shutdown", false),
+		defineKind[Stage](KindStage, "stage", false),
+		defineKind[Complete](KindComplete, "complete", false),
+		defineKind[CompleteReply](KindCompleteReply, "complete_reply", false),
 	}
 	var table [KindCompleteReply + 1]kindInfo
 	for _, d := range defs {
-		c, err := newStructCodec(reflect.TypeOf(d.body), d.lenient)
-		if err != nil {
-			panic(err) // a bug in the table above, caught by every test
-		}
-		table[d.kind] = kindInfo{name: d.name, codec: c}
+		table[d.kind] = d.info
 	}
 	return table
+}
+
+// kindDef is one row of the kinds table.
+type kindDef struct {
+	kind Kind
+	info kindInfo
+}
+
+// defineKind describes the kind whose body type is T. The codec and the
+// decoder come from the same T, so that the decoder's writes at the
+// codec's field offsets always land in a T.
+func defineKind[T any](kind Kind, name string, lenient bool) kindDef {
+	c, err := newStructCodec(reflect.TypeFor[T](), lenient)
+	if err != nil {
+		panic(err) // a bug in the table above, caught by every test
+	}
+	return kindDef{kind, kindInfo{name: name, codec: c, decode: decodeBody[T]}}
 }
 
 // lookupKind returns the description of a defined kind.
@@ -254,14 +263,13 @@ func decode(frame []byte, owned bool) (Message, error) {
 	if !ok {
 		return m, fmt.Errorf("ipc: decode message %d: %w %d", id, ErrUnknownKind, k)
 	}
-	bv := reflect.New(info.codec.typ).Elem()
-	if err := info.codec.decode(&r, bv); err != nil {
+	body, r, err := info.decode(info.codec, r)
+	if err != nil {
 		return m, fmt.Errorf("ipc: decode %s %d: %w", m.Kind, id, err)
 	}
 	if r.remaining() != 0 {
 		return m, fmt.Errorf("ipc: decode %s %d: %w", m.Kind, id, malformedf("%d trailing bytes", r.remaining()))
 	}
-	body := bv.Interface()
 	if v, ok := body.(validator); ok {
 		if err := v.validate(); err != nil {
 			return m, fmt.Errorf("ipc: decode %s %d: %w", m.Kind, id, err)

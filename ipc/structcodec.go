@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"unsafe"
 )
 
 // fieldKind is how one body field is carried on the wire.
@@ -21,9 +22,11 @@ const (
 
 // field describes one exported struct field.
 type field struct {
-	name  string // wire name, from the msgpack struct tag
-	index int
-	kind  fieldKind
+	name   string // wire name, from the msgpack struct tag
+	index  int
+	kind   fieldKind
+	offset uintptr      // of the field in the struct, for decode
+	typ    reflect.Type // the field's type
 }
 
 // structCodec encodes a body struct as a msgpack map from wire names to
@@ -70,7 +73,7 @@ func newStructCodec(t reflect.Type, lenient bool) (*structCodec, error) {
 		default:
 			return nil, fmt.Errorf("ipc: %s.%s has unsupported type %s", t, f.Name, f.Type)
 		}
-		c.fields = append(c.fields, field{name: name, index: i, kind: k})
+		c.fields = append(c.fields, field{name: name, index: i, kind: k, offset: f.Offset, typ: f.Type})
 	}
 	if len(c.fields) > 64 {
 		return nil, fmt.Errorf("ipc: %s has more than 64 fields", t)
@@ -111,9 +114,13 @@ func (c *structCodec) encode(w *writer, v reflect.Value) error {
 	return nil
 }
 
-// decode reads a map into v, a settable value of c.typ. Fields missing from
-// the map keep their zero value.
-func (c *structCodec) decode(r *reader, v reflect.Value) error {
+// decode reads a map into the struct of type c.typ at p. Fields missing
+// from the map keep their zero value.
+//
+// It writes the fields through their offsets rather than through
+// reflect.Value: decoding is on the path of every frame (see
+// BenchmarkDecodeBridge and RATIONALE.md).
+func (c *structCodec) decode(r *reader, p unsafe.Pointer) error {
 	n, err := r.readMapLen()
 	if err != nil {
 		return err
@@ -138,11 +145,23 @@ func (c *structCodec) decode(r *reader, v reflect.Value) error {
 			return malformedf("duplicate field %q", key)
 		}
 		seen |= 1 << i
-		if err := decodeField(r, c.fields[i].kind, v.Field(c.fields[i].index)); err != nil {
+		if err := decodeField(r, &c.fields[i], unsafe.Add(p, c.fields[i].offset)); err != nil {
 			return fmt.Errorf("field %q: %w", key, err)
 		}
 	}
 	return nil
+}
+
+// decodeBody decodes a body of type T, whose codec is c, from r and
+// returns r advanced past it. It takes and returns the reader by value: a
+// reader passed by pointer to a function called through a variable moves
+// to the heap.
+func decodeBody[T any](c *structCodec, r reader) (any, reader, error) {
+	var body T
+	if err := c.decode(&r, unsafe.Pointer(&body)); err != nil {
+		return nil, r, err
+	}
+	return body, r, nil
 }
 
 // lookup returns the position in c.fields of the field named name, or -1.
@@ -155,60 +174,95 @@ func (c *structCodec) lookup(name string) int {
 	return -1
 }
 
-// decodeField reads one field value of the given kind into fv.
-func decodeField(r *reader, kind fieldKind, fv reflect.Value) error {
-	switch kind {
+// decodeField reads one value of the field f into the field at p.
+func decodeField(r *reader, f *field, p unsafe.Pointer) error {
+	switch f.kind {
 	case fieldString:
 		s, err := r.readString()
 		if err != nil {
 			return err
 		}
-		fv.SetString(s)
+		*(*string)(p) = s
 	case fieldBool:
 		b, err := r.readBool()
 		if err != nil {
 			return err
 		}
-		fv.SetBool(b)
+		*(*bool)(p) = b
 	case fieldInt:
 		n, err := r.readInt()
 		if err != nil {
 			return err
 		}
-		if n.big || fv.OverflowInt(n.i) {
-			return malformedf("integer out of range for %s", fv.Type())
+		bits := f.typ.Bits()
+		if n.big || (bits < 64 && n.i<<(64-bits)>>(64-bits) != n.i) {
+			return malformedf("integer out of range for %s", f.typ)
 		}
-		fv.SetInt(n.i)
+		switch bits {
+		case 8:
+			*(*int8)(p) = int8(n.i)
+		case 16:
+			*(*int16)(p) = int16(n.i)
+		case 32:
+			*(*int32)(p) = int32(n.i)
+		default:
+			*(*int64)(p) = n.i
+		}
 	case fieldUint:
 		u, err := r.readUint()
 		if err != nil {
 			return err
 		}
-		if fv.OverflowUint(u) {
-			return malformedf("integer out of range for %s", fv.Type())
+		bits := f.typ.Bits()
+		if bits < 64 && u>>bits != 0 {
+			return malformedf("integer out of range for %s", f.typ)
 		}
-		fv.SetUint(u)
+		switch bits {
+		case 8:
+			*(*uint8)(p) = uint8(u)
+		case 16:
+			*(*uint16)(p) = uint16(u)
+		case 32:
+			*(*uint32)(p) = uint32(u)
+		default:
+			*(*uint64)(p) = u
+		}
 	case fieldValue:
 		x, err := decodeValue(r, 0)
 		if err != nil {
 			return err
 		}
-		if x != nil {
-			fv.Set(reflect.ValueOf(x))
-		}
-	case fieldList, fieldMap:
-		x, err := decodeValue(r, 0)
-		if err != nil {
-			return err
-		}
-		if x == nil {
+		*(*any)(p) = x
+	case fieldList:
+		if c, err := r.peek(); err == nil && isArray(c) {
+			// The elements straight into the field: no []any boxed
+			// in an interface on the way.
+			n, err := r.readArrayLen()
+			if err != nil {
+				return err
+			}
+			l, err := decodeElements(r, n, 0)
+			if err != nil {
+				return err
+			}
+			*(*[]any)(p) = l
 			return nil
 		}
-		xv := reflect.ValueOf(x)
-		if xv.Type() != fv.Type() {
-			return malformedf("expected %s, got %T", fv.Type(), x)
+		x, err := decodeValue(r, 0)
+		if err != nil || x == nil {
+			return err
 		}
-		fv.Set(xv)
+		return malformedf("expected %s, got %T", f.typ, x)
+	case fieldMap:
+		x, err := decodeValue(r, 0)
+		if err != nil || x == nil {
+			return err
+		}
+		m, ok := x.(map[string]any)
+		if !ok {
+			return malformedf("expected %s, got %T", f.typ, x)
+		}
+		*(*map[string]any)(p) = m
 	}
 	return nil
 }
