@@ -90,7 +90,7 @@ $(NODE_PYODIDE)/.complete: scripts/fetch-pyodide.sh
 	PYODIDE_NODE_DIR=$(CURDIR)/$(NODE_PYODIDE) bash scripts/fetch-pyodide.sh
 
 # The per-request rows, run a second time over 2,000 requests.
-STEADY_BENCH := ExecutePass|ExecuteStatement|LLMQuery$$
+STEADY_BENCH := ExecutePass|ExecuteStatement|LLMQuery$$|LLMQueryBatched
 
 # The direct-mode rows run twice: with stock wazero, as a program that
 # imports this module runs them, and (named direct-patched) with the
