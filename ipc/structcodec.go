@@ -198,16 +198,7 @@ func decodeField(r *reader, f *field, p unsafe.Pointer) error {
 		if n.big || (bits < 64 && n.i<<(64-bits)>>(64-bits) != n.i) {
 			return malformedf("integer out of range for %s", f.typ)
 		}
-		switch bits {
-		case 8:
-			*(*int8)(p) = int8(n.i)
-		case 16:
-			*(*int16)(p) = int16(n.i)
-		case 32:
-			*(*int32)(p) = int32(n.i)
-		default:
-			*(*int64)(p) = n.i
-		}
+		storeBits(p, bits, uint64(n.i)) // two's complement: the low bits are the value
 	case fieldUint:
 		u, err := r.readUint()
 		if err != nil {
@@ -217,16 +208,7 @@ func decodeField(r *reader, f *field, p unsafe.Pointer) error {
 		if bits < 64 && u>>bits != 0 {
 			return malformedf("integer out of range for %s", f.typ)
 		}
-		switch bits {
-		case 8:
-			*(*uint8)(p) = uint8(u)
-		case 16:
-			*(*uint16)(p) = uint16(u)
-		case 32:
-			*(*uint32)(p) = uint32(u)
-		default:
-			*(*uint64)(p) = u
-		}
+		storeBits(p, bits, u)
 	case fieldValue:
 		x, err := decodeValue(r, 0)
 		if err != nil {
@@ -265,4 +247,18 @@ func decodeField(r *reader, f *field, p unsafe.Pointer) error {
 		*(*map[string]any)(p) = m
 	}
 	return nil
+}
+
+// storeBits stores the low bits (8, 16, 32 or 64) of v in the integer at p.
+func storeBits(p unsafe.Pointer, bits int, v uint64) {
+	switch bits {
+	case 8:
+		*(*uint8)(p) = uint8(v)
+	case 16:
+		*(*uint16)(p) = uint16(v)
+	case 32:
+		*(*uint32)(p) = uint32(v)
+	default:
+		*(*uint64)(p) = v
+	}
 }
