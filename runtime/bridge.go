@@ -7,6 +7,8 @@ import (
 	"fmt"
 	goruntime "runtime"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/pymarshal"
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/vfs"
@@ -269,28 +271,151 @@ func (in *Interpreter) interrupted() bool {
 	return false
 }
 
-// waitBridge runs call (the bridge calls) on a goroutine of its own and
-// waits until it returns, and returns false when the execution is
-// interrupted first (taking the pending signal: the guest raises
-// KeyboardInterrupt itself) or the interpreter is closed; call is then
-// left behind. The wait is on a context of in.killCtx that call's
-// goroutine cancels when it returns, woken by the answer, the signal or
-// Close, whichever comes first: a call the model takes seconds to answer
-// costs no wake-ups meanwhile (with an InterruptSource that can wake a
-// waiter).
+// waitBridge runs call (the bridge calls) on another goroutine and waits
+// until it returns, and returns false when the execution is interrupted
+// first (taking the pending signal: the guest raises KeyboardInterrupt
+// itself) or the interpreter is closed; call is then left behind. The wait
+// is woken by the answer, the signal or Close, whichever comes first: a
+// call the model takes seconds to answer costs no wake-ups meanwhile (with
+// an InterruptSource that can wake a waiter).
 func (in *Interpreter) waitBridge(call func()) bool {
+	r := in.runner
+	if r == nil {
+		r = newBridgeRunner(in.killCtx)
+		in.runner = r
+	}
+	a, ok := in.intr.(*AtomicInterrupt)
+	if !ok {
+		return in.waitRunner(r, call)
+	}
+	r.work <- job{call: call}
+	if r.spin > 0 {
+		// A callback that answers at once has answered within the spin.
+		for start := time.Now(); time.Since(start) < r.spin; {
+			select {
+			case <-r.done:
+				return in.killCtx.Err() == nil
+			default:
+			}
+			if a.Load() != 0 || in.killCtx.Err() != nil {
+				break
+			}
+			goruntime.Gosched()
+		}
+	}
+	for {
+		wake := a.waitChan()
+		if wake == nil { // a signal is pending
+			in.abandon(r)
+			in.intr.Swap(0)
+			return false
+		}
+		select {
+		case <-r.done:
+			return in.killCtx.Err() == nil
+		case <-wake:
+		case <-in.killCtx.Done():
+			in.abandon(r)
+			return false
+		}
+	}
+}
+
+// waitRunner is waitBridge for an InterruptWaiter other than
+// AtomicInterrupt: the runner cancels a context when the call returns,
+// and the wait is WaitInterrupt's.
+func (in *Interpreter) waitRunner(r *bridgeRunner, call func()) bool {
 	answered, finish := context.WithCancel(in.killCtx)
 	defer finish()
-	go func() { call(); finish() }()
-	// A callback that answers at once has done so by the time this
-	// goroutine runs again.
-	goruntime.Gosched()
+	r.work <- job{call: call, finish: finish}
 	for answered.Err() == nil {
 		in.intr.WaitInterrupt(answered, -1)
 		if answered.Err() == nil && in.intr.Load() != 0 {
+			in.abandon(r)
 			in.intr.Swap(0)
 			return false
 		}
 	}
-	return in.killCtx.Err() == nil
+	if in.killCtx.Err() != nil {
+		in.abandon(r)
+		return false
+	}
+	<-r.done
+	return true
+}
+
+// bridgeSpin is how long a bridge runner, and the interpreter that handed
+// it a call, poll for the other's next move before they block, with two
+// processors or more.
+const bridgeSpin = 50 * time.Microsecond
+
+// bridgeRunner is the goroutine that runs an interpreter's bridge calls
+// for waitBridge, kept from one call to the next: a goroutine started per
+// call (its stack grown anew each time, with a context and a Gosched to
+// hand over) cost an instantly answered llm_query in direct mode about
+// half its round trip. A runner whose call is left behind (an interrupt,
+// Close) ends when the call returns; the next call gets a new one.
+type bridgeRunner struct {
+	work      chan job      // one slot: the interpreter never waits to hand a call over
+	done      chan struct{} // one value per job, sent when it returns
+	spin      time.Duration
+	abandoned atomic.Bool
+}
+
+type job struct {
+	call   func()
+	finish func() // called after done is sent, or nil
+}
+
+func newBridgeRunner(kill context.Context) *bridgeRunner {
+	r := &bridgeRunner{work: make(chan job, 1), done: make(chan struct{}, 1)}
+	if goruntime.GOMAXPROCS(0) >= 2 {
+		r.spin = bridgeSpin
+	}
+	go r.loop(kill)
+	return r
+}
+
+func (r *bridgeRunner) loop(kill context.Context) {
+	for {
+		var j job
+		select {
+		case j = <-r.work:
+		default:
+			if !r.poll(&j) {
+				select {
+				case j = <-r.work:
+				case <-kill.Done():
+					return
+				}
+			}
+		}
+		j.call()
+		r.done <- struct{}{}
+		if j.finish != nil {
+			j.finish()
+		}
+		if r.abandoned.Load() {
+			return
+		}
+	}
+}
+
+// poll looks for the next call for up to r.spin.
+func (r *bridgeRunner) poll(j *job) bool {
+	for start := time.Now(); time.Since(start) < r.spin; {
+		goruntime.Gosched()
+		select {
+		case *j = <-r.work:
+			return true
+		default:
+		}
+	}
+	return false
+}
+
+// abandon leaves r's call behind: r ends when it returns.
+func (in *Interpreter) abandon(r *bridgeRunner) {
+	r.abandoned.Store(true)
+	in.runner = nil
 }

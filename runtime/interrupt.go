@@ -103,6 +103,20 @@ func (a *AtomicInterrupt) notify() {
 	a.mu.Unlock()
 }
 
+// waitChan returns a channel closed when a signal is stored, or nil when
+// one is pending.
+func (a *AtomicInterrupt) waitChan() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.v.Load() != 0 {
+		return nil
+	}
+	if a.wake == nil {
+		a.wake = make(chan struct{})
+	}
+	return a.wake
+}
+
 // WaitInterrupt implements InterruptWaiter.
 func (a *AtomicInterrupt) WaitInterrupt(ctx context.Context, d time.Duration) bool {
 	a.mu.Lock()

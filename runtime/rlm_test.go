@@ -302,3 +302,70 @@ for f in ("len", "memoryview", "int", "bytearray", "isinstance", "type", "compil
 		t.Errorf("stdout %q", out)
 	}
 }
+
+// storeOnly is an InterruptSource that cannot wake a waiter (the
+// interpreter then looks at it every millisecond while a call is out).
+type storeOnly struct{ a runtime.AtomicInterrupt }
+
+func (s *storeOnly) Swap(v int32) int32 { return s.a.Swap(v) }
+func (s *storeOnly) Load() int32        { return s.a.Load() }
+
+// TestBridgeInterrupted: an interrupt that comes while a bridge call is
+// out raises KeyboardInterrupt at once, whether the callback returns when
+// its context is cancelled or not at all, with an InterruptSource that can
+// wake a waiter and with one that cannot; the calls after it are answered.
+func TestBridgeInterrupted(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		waker    bool
+		stubborn bool
+	}{
+		{"waker", true, false},
+		{"waker/stubborn", true, true},
+		{"polled", false, false},
+		{"polled/stubborn", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var store func(int32)
+			cfg := runtime.Config{}
+			if tc.waker {
+				a := &runtime.AtomicInterrupt{}
+				cfg.Interrupt, store = a, a.Store
+			} else {
+				s := &storeOnly{}
+				cfg.Interrupt, store = s, func(v int32) { s.a.Store(v) }
+			}
+			release := make(chan struct{})
+			defer close(release)
+			cancelled := make(chan struct{}, 1)
+			cfg.Bridge = func(ctx context.Context, _ string, args []any) (any, error) {
+				if args[0] != "block" {
+					return args[0], nil
+				}
+				store(runtime.SIGINT)
+				if tc.stubborn {
+					<-release
+				} else {
+					<-ctx.Done()
+					cancelled <- struct{}{}
+				}
+				return "late", nil
+			}
+			in := newInterp(t, cfg)
+			out := run(t, in, `
+print(llm_query("a"), llm_query("b"))
+try:
+    llm_query("block")
+except KeyboardInterrupt:
+    print("interrupted")
+print(llm_query("c"), llm_query_batched(["d", "e"]))
+`)
+			if want := "a b\ninterrupted\nc ['d', 'e']\n"; out != want {
+				t.Errorf("stdout %q, want %q", out, want)
+			}
+			if !tc.stubborn {
+				<-cancelled // the callback's context was cancelled
+			}
+		})
+	}
+}
