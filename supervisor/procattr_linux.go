@@ -68,7 +68,7 @@ func refuseNamespaces(err error) bool {
 // less than one batch of output and its frame header): a worker that
 // prints then rarely waits for the supervisor to read. The kernel's limit
 // (/proc/sys/fs/pipe-max-size) may refuse it; the pipe then stays as it is.
-func enlargePipe(f *os.File) {
+func enlargePipe(f syscall.Conn) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return

@@ -5,6 +5,7 @@ package supervisor
 import (
 	"os"
 	"os/exec"
+	"syscall"
 )
 
 func setProcAttr(*exec.Cmd, Hardening, bool) []string { return nil }
@@ -13,4 +14,4 @@ func namespacesRefused() string { return "userns, netns: Linux only" }
 
 func refuseNamespaces(error) bool { return false }
 
-func enlargePipe(*os.File) {}
+func enlargePipe(syscall.Conn) {}

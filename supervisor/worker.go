@@ -16,6 +16,7 @@ import (
 	"unsafe"
 
 	"github.com/rlm-sandbox/rlm-sandbox/internal/convert"
+	"github.com/rlm-sandbox/rlm-sandbox/internal/pipe"
 	"github.com/rlm-sandbox/rlm-sandbox/internal/spin"
 	"github.com/rlm-sandbox/rlm-sandbox/internal/worker"
 	"github.com/rlm-sandbox/rlm-sandbox/ipc"
@@ -31,7 +32,7 @@ type workerSandbox struct {
 	cmd    *exec.Cmd
 	page   *ipc.Page
 	stdin  io.WriteCloser
-	stdout *os.File // the worker's frames, read by the callers (see await)
+	stdout *pipe.Reader // the worker's frames, read by the callers (see await)
 	rd     *ipc.Reader
 	w      *ipc.Writer
 	// poll waits a while for a frame the worker is about to send (see
@@ -208,7 +209,8 @@ func startWorker(ctx context.Context, cfg Config, wc workerCommand, ns bool, ref
 	}
 	// Not StdoutPipe: Wait would close the read end when the process
 	// exits, possibly before its last frames are read.
-	stdout, stdoutW, err := os.Pipe()
+	// Read outside Go's poller: see package pipe.
+	stdout, stdoutW, err := pipe.New()
 	if err != nil {
 		page.Close()
 		return nil, fmt.Errorf("%w: %v", ErrWorkerUnavailable, err)
