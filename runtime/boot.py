@@ -81,8 +81,10 @@ def _rlm_boot():
             data = data[write(ch, data):]
 
     def bridge(method, calls):
-        # Runs host calls (a list of argument tuples) and returns their
-        # results in order, each (0, value) or (1, error message).
+        # Runs host calls (a list of argument tuples, or of str for calls
+        # of one str argument) and returns (answered, results): when every
+        # call was answered, True and their values in order; else False
+        # and each result, (0, value) or (1, error message).
         data = dumps((method, calls))
         data = memoryview(len(data).to_bytes(8, "little") + data)
         while data:
@@ -90,7 +92,7 @@ def _rlm_boot():
         r = loads(framed(bch, read(bch, 65536), 0))
         if r[0] == 2:
             raise KeyboardInterrupt
-        return r[1]
+        return r[0] == 3, r[1]
 
     mod.bridge = bridge
 

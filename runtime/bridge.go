@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	goruntime "runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,11 +34,12 @@ type BridgeFunc func(ctx context.Context, method string, args []any) (any, error
 type BatchBridgeFunc func(ctx context.Context, method string, calls [][]any) (results []any, errs []error)
 
 // bridgeDevice is /dev/rlm-bridge. The guest writes a request (an 8-byte
-// little-endian length, then marshal data (method, [args, ...])); the
-// write that completes it runs the calls and blocks until they answer or
-// the execution is interrupted. The guest then reads the reply: an 8-byte
-// length and marshal data, (0, [(0, value) | (1, message), ...]) or (2,)
-// when interrupted.
+// little-endian length, then marshal data (method, [args, ...]), where
+// args is a tuple, or a str s standing for (s,)); the write that completes
+// it runs the calls and blocks until they answer or the execution is
+// interrupted. The guest then reads the reply: an 8-byte length and
+// marshal data: (3, [value, ...]) when every call was answered, else
+// (0, [(0, value) | (1, message), ...]); (2,) when interrupted.
 type bridgeDevice struct {
 	in     *Interpreter
 	fn     BridgeFunc
@@ -84,67 +86,87 @@ func (d *bridgeDevice) serve(body []byte) []byte {
 	}
 	method, _ := t[0].(string)
 	calls, _ := t[1].([]any)
-	if len(calls) == 1 {
-		args, _ := calls[0].([]any)
-		r, err, ok := d.one(method, args)
-		switch {
-		case !ok:
-			return interruptedReply
-		case err != nil:
-			return d.encode(pymarshal.Tuple{int64(0), []any{fail(err.Error())}})
+	args := func(i int) []any {
+		switch c := calls[i].(type) {
+		case string:
+			return []any{c}
+		case []any:
+			return c
 		}
-		return d.encode(pymarshal.Tuple{int64(0), []any{pymarshal.Tuple{int64(0), r}}})
+		return nil
 	}
-	results := make([]any, len(calls))
-	if d.fn == nil {
-		for i := range results {
-			results[i] = fail(noBridge(method))
+	if len(calls) == 1 {
+		r, err, ok := d.one(method, args(0))
+		if !ok {
+			return interruptedReply
 		}
-		return d.encode(pymarshal.Tuple{int64(0), results})
+		return d.reply([]any{r}, []error{err})
+	}
+	values, errs := make([]any, len(calls)), make([]error, len(calls))
+	if d.fn == nil {
+		for i := range errs {
+			errs[i] = errors.New(noBridge(method))
+		}
+		return d.reply(values, errs)
 	}
 	in := d.in
 	ctx, cancel := context.WithCancel(in.reqCtx)
 	defer cancel()
 	d.in.bridgeCalls += len(calls)
-	call := func(i int) {
-		args, _ := calls[i].([]any)
-		r, err := d.fn(ctx, method, args)
-		if err != nil {
-			results[i] = fail(err.Error())
-		} else {
-			results[i] = pymarshal.Tuple{int64(0), r}
-		}
-	}
 	if len(calls) > 1 && d.inline && d.batch != nil {
-		args := make([][]any, len(calls))
-		for i, c := range calls {
-			args[i], _ = c.([]any)
+		all := make([][]any, len(calls))
+		for i := range calls {
+			all[i] = args(i)
 		}
-		rs, errs := d.batch(ctx, method, args)
-		for i := range results {
+		rs, es := d.batch(ctx, method, all)
+		for i := range values {
 			switch {
-			case i < len(errs) && errs[i] != nil:
-				results[i] = fail(errs[i].Error())
+			case i < len(es) && es[i] != nil:
+				errs[i] = es[i]
 			case i < len(rs):
-				results[i] = pymarshal.Tuple{int64(0), rs[i]}
+				values[i] = rs[i]
 			default:
-				results[i] = fail("no answer")
+				errs[i] = errors.New("no answer")
 			}
 		}
 		if in.interrupted() {
 			return interruptedReply
 		}
-		return d.encode(pymarshal.Tuple{int64(0), results})
+		return d.reply(values, errs)
 	}
 	var wg sync.WaitGroup
 	wg.Add(len(calls))
 	for i := range calls {
-		go func() { defer wg.Done(); call(i) }()
+		go func() {
+			defer wg.Done()
+			values[i], errs[i] = d.fn(ctx, method, args(i))
+		}()
 	}
 	if !in.waitBridge(wg.Wait) || in.interrupted() {
 		// Leave the callbacks behind with their context cancelled; they
-		// write only to results, which nobody reads any more.
+		// write only to values and errs, which nobody reads any more.
 		return interruptedReply
+	}
+	return d.reply(values, errs)
+}
+
+// reply encodes the answers to a request's calls: values[i], or errs[i]
+// when it is not nil. When every call was answered, and every value can
+// be converted, the reply is (3, values): the guest takes the list as it
+// is, without a tuple per call to build and take apart.
+func (d *bridgeDevice) reply(values []any, errs []error) []byte {
+	if !slices.ContainsFunc(errs, func(e error) bool { return e != nil }) {
+		if b, err := pymarshal.Encode(pymarshal.Tuple{int64(3), values}); err == nil {
+			return b
+		}
+	}
+	results := make([]any, len(values))
+	for i, v := range values {
+		if errs[i] != nil {
+			results[i] = fail(errs[i].Error())
+		} else {
+			results[i] = pymarshal.Tuple{int64(0), v}
+		}
 	}
 	return d.encode(pymarshal.Tuple{int64(0), results})
 }

@@ -49,7 +49,10 @@ def _need_str(func, what, v):
         )
 
 
-def _results(replies, return_exceptions):
+def _results(reply, return_exceptions):
+    answered, replies = reply
+    if answered:
+        return replies
     out = []
     for i, r in enumerate(replies):
         if r[0] == 0:
@@ -66,10 +69,11 @@ def _results(replies, return_exceptions):
 _bridge = _rlm.bridge
 
 
-def _one(r):
-    if r[0] == 0:
-        return r[1]
-    raise BridgeError(r[1])
+def _one(reply):
+    answered, replies = reply
+    if answered:
+        return replies[0]
+    raise BridgeError(replies[0][1])
 
 
 def llm_query(prompt):
@@ -83,7 +87,7 @@ def llm_query(prompt):
     if type(prompt) is not str or not prompt:
         # An empty write would not reach the device: "" takes the bridge.
         _need_str("llm_query", "prompt", prompt)
-        return _one(_bridge("llm_query", [(prompt,)])[0])
+        return _one(_bridge("llm_query", [(prompt,)]))
     # The short path (runtime/bridge.go, llmDevice): the prompt's bytes
     # out, a status byte and the answer's bytes back.
     _write(_llm_fd, prompt.encode("utf-8", "surrogatepass"))
@@ -120,10 +124,12 @@ def llm_query_batched(prompts, return_exceptions=False):
     """
     prompts = list(prompts)
     for p in prompts:
-        _need_str("llm_query_batched", "prompts", p)
+        if not isinstance(p, str):
+            _need_str("llm_query_batched", "prompts", p)
     if not prompts:
         return []
-    return _results(_rlm.bridge("llm_query", [(p,) for p in prompts]), return_exceptions)
+    # A str stands for the arguments (p,) (runtime/bridge.go).
+    return _results(_rlm.bridge("llm_query", prompts), return_exceptions)
 
 
 def _rlm_args(func, task, ctx):
@@ -142,7 +148,7 @@ def rlm_query(task, ctx=None):
     rebound since. Returns the sub-agent's answer (a str). Raises
     BridgeError when the host's callback fails or the host set none.
     """
-    return _one(_bridge("rlm_query", [_rlm_args("rlm_query", task, ctx)])[0])
+    return _one(_bridge("rlm_query", [_rlm_args("rlm_query", task, ctx)]))
 
 
 def rlm_query_batched(tasks, ctx=None, return_exceptions=False):

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/rlm-sandbox/rlm-sandbox/runtime"
@@ -367,5 +368,52 @@ print(llm_query("c"), llm_query_batched(["d", "e"]))
 				<-cancelled // the callback's context was cancelled
 			}
 		})
+	}
+}
+
+// TestBridgeBatchReplies: a batch whose calls are all answered comes back
+// as its values (runtime/bridge.go's reply (3, values)); one with a failed
+// call, or an answer that cannot be converted, takes the per-call form,
+// with the failures in place; a prompt that is not a str fails before any
+// call reaches the host.
+func TestBridgeBatchReplies(t *testing.T) {
+	var calls int
+	var mu sync.Mutex
+	in := newInterp(t, runtime.Config{Bridge: func(_ context.Context, method string, args []any) (any, error) {
+		mu.Lock()
+		calls++
+		mu.Unlock()
+		p, _ := args[0].(string)
+		switch p {
+		case "int":
+			return int64(7), nil
+		case "list":
+			return []any{"a", int64(1)}, nil
+		case "chan":
+			return make(chan int), nil
+		case "fail":
+			return nil, errors.New("no model")
+		}
+		return method + ":" + p, nil
+	}})
+	out := run(t, in, `
+print(llm_query_batched(["a", "int", "list", "b"]))
+print(rlm_query_batched(["t", ("u", [1])]))
+r = llm_query_batched(["a", "chan", "fail", "b"], return_exceptions=True)
+print(r[0], r[3], [(type(e).__name__, e.index) for e in r[1:3]])
+try:
+    llm_query_batched(["a", 3])
+except TypeError as e:
+    print("TypeError", e)
+`)
+	want := "['llm_query:a', 7, ['a', 1], 'llm_query:b']\n" +
+		"['rlm_query:t', 'rlm_query:u']\n" +
+		"llm_query:a llm_query:b [('BridgeError', 1), ('BridgeError', 2)]\n" +
+		"TypeError llm_query_batched() prompts must be str, not int\n"
+	if out != want {
+		t.Errorf("stdout:\n%s\nwant:\n%s", out, want)
+	}
+	if calls != 10 {
+		t.Errorf("the host answered %d calls, want 10", calls)
 	}
 }
