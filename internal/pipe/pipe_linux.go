@@ -75,6 +75,14 @@ func (r *Reader) Read(p []byte) (int, error) {
 		if r.closed.Load() {
 			return 0, os.ErrClosed
 		}
+		timeout := -1
+		if d := r.deadline.Load(); d != 0 {
+			left := time.Until(time.Unix(0, d))
+			if left <= 0 {
+				return 0, os.ErrDeadlineExceeded
+			}
+			timeout = int((left + time.Millisecond - 1) / time.Millisecond)
+		}
 		n, err := unix.Read(r.fd, p)
 		switch {
 		case err == nil && n == 0:
@@ -83,14 +91,6 @@ func (r *Reader) Read(p []byte) (int, error) {
 			return n, nil
 		case err != unix.EAGAIN && err != unix.EINTR:
 			return 0, &os.PathError{Op: "read", Path: r.f.Name(), Err: err}
-		}
-		timeout := -1
-		if d := r.deadline.Load(); d != 0 {
-			left := time.Until(time.Unix(0, d))
-			if left <= 0 {
-				return 0, os.ErrDeadlineExceeded
-			}
-			timeout = int((left + time.Millisecond - 1) / time.Millisecond)
 		}
 		fds[0].Revents, fds[1].Revents = 0, 0
 		if _, err := unix.Poll(fds, timeout); err != nil && err != unix.EINTR {
@@ -115,7 +115,8 @@ func (r *Reader) leave() {
 }
 
 // wake ends the poll of a Read in progress, which then looks at the
-// deadline and at whether the Reader was closed.
+// deadline and at whether the Reader was closed. r.mu is held: Close
+// closes the descriptors under it.
 func (r *Reader) wake() {
 	_, _ = unix.Write(r.wakeW, []byte{0}) // EAGAIN: a wake-up is pending
 }
@@ -123,9 +124,6 @@ func (r *Reader) wake() {
 // SetReadDeadline sets the time at which Read gives up; the zero time
 // means none. It applies to a Read in progress too.
 func (r *Reader) SetReadDeadline(t time.Time) error {
-	if r.closed.Load() {
-		return os.ErrClosed
-	}
 	if t.IsZero() {
 		r.deadline.Store(0) // only extends a wait: no need to wake it
 		return nil
@@ -135,6 +133,11 @@ func (r *Reader) SetReadDeadline(t time.Time) error {
 		d = 1
 	}
 	r.deadline.Store(d)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed.Load() {
+		return os.ErrClosed
+	}
 	r.wake()
 	return nil
 }
@@ -146,15 +149,14 @@ func (r *Reader) SyscallConn() (syscall.RawConn, error) { return r.f.SyscallConn
 // (os.ErrClosed).
 func (r *Reader) Close() error {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.closed.Swap(true) {
-		r.mu.Unlock()
 		return os.ErrClosed
 	}
 	r.wake()
 	for r.readers > 0 {
 		r.idle.Wait()
 	}
-	r.mu.Unlock()
 	unix.Close(r.wakeR)
 	unix.Close(r.wakeW)
 	return r.f.Close()

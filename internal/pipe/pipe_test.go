@@ -84,3 +84,24 @@ func TestCloseWhileReading(t *testing.T) {
 		t.Fatalf("Read after Close: %v", err)
 	}
 }
+
+// TestDeadlineBeforeData: a deadline that has passed ends a Read even
+// when data waits (as for an *os.File), and the data stays for the next
+// Read once the deadline is cleared; after Close, SetReadDeadline fails.
+func TestDeadlineBeforeData(t *testing.T) {
+	r, w := newPipe(t)
+	w.Write([]byte("kept"))
+	r.SetReadDeadline(time.Unix(1, 0))
+	if _, err := r.Read(make([]byte, 8)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Read past the deadline: %v", err)
+	}
+	r.SetReadDeadline(time.Time{})
+	b := make([]byte, 8)
+	if n, err := r.Read(b); err != nil || string(b[:n]) != "kept" {
+		t.Fatalf("after clearing the deadline: %q, %v", b[:n], err)
+	}
+	r.Close()
+	if err := r.SetReadDeadline(time.Unix(1, 0)); !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("SetReadDeadline after Close: %v", err)
+	}
+}
