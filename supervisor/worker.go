@@ -35,11 +35,13 @@ type workerSandbox struct {
 	stdout *pipe.Reader // the worker's frames, read by the callers (see await)
 	rd     *ipc.Reader
 	w      *ipc.Writer
-	// poll waits a while for a frame the worker is about to send (see
-	// replySpin).
-	poll   spin.Poller
-	sem    chan struct{}
-	inited atomic.Bool
+	// poll waits a while for a frame the worker is about to send, as long
+	// as replyEst (a request's first frame) or callEst (a bridge call
+	// after the last one's answer) says (see replySpin).
+	poll              spin.Poller
+	replyEst, callEst spin.Estimate
+	sem               chan struct{}
+	inited            atomic.Bool
 	// bridges answers the running code's bridge calls; answerers runs
 	// the calls of a batch.
 	bridges   *bridges

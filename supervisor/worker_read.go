@@ -143,9 +143,14 @@ func (s *workerSandbox) readFor(ctx context.Context, id uint64, ch chan ipc.Mess
 		stop := context.AfterFunc(ctx, func() { _ = s.stdout.SetReadDeadline(time.Unix(1, 0)) })
 		defer stop()
 	}
-	s.poll.Await(s.rd)
+	start, first := time.Now(), true
+	s.poll.AwaitFor(s.rd, s.replyEst.Poll(replySpin, maxReplySpin))
 	for {
 		m, err := s.rd.ReadMessage()
+		if first && err == nil {
+			first = false
+			s.replyEst.Observe(time.Since(start))
+		}
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				if ctx != nil && ctx.Err() != nil {
@@ -179,9 +184,20 @@ func (s *workerSandbox) readFor(ctx context.Context, id uint64, ch chan ipc.Mess
 // polls for the worker's next frame before it blocks in a read: the reply
 // to a short request, or the next llm_query of a loop that has just had
 // its answer, comes within tens of microseconds. A blocked reader is woken
-// through the Go scheduler's poller, by a processor that was idle: on a
-// quiet virtual machine that doubled an llm_query round trip.
-const replySpin = 100 * time.Microsecond
+// by a processor that was idle: on a quiet virtual machine that doubled an
+// llm_query round trip.
+//
+// The poll lasts longer, up to maxReplySpin, for frames that have lately
+// come later than replySpin but within half maxReplySpin (an Execute of a
+// short cell: 120–150 µs on the 2-core Zen 1 VM), and no longer for frames
+// that come later still (a long execution, or a loaded machine, where the
+// poll would only hold a processor others need): see spin.Estimate. The
+// caller of a request and the bridge reader waiting for the next call
+// keep an estimate each (replyEst, callEst).
+const (
+	replySpin    = 100 * time.Microsecond
+	maxReplySpin = 500 * time.Microsecond
+)
 
 // routeOutput adds output to the streams of its request, if it has some.
 func (s *workerSandbox) routeOutput(m ipc.Message) {
@@ -294,9 +310,14 @@ func (s *workerSandbox) bridgeReader(r *run, gen, id uint64, c ipc.BridgeCall) {
 // call of r, which it returns holding the reading, or until it has routed
 // a reply (or the frames end): it then gives the reading up.
 func (s *workerSandbox) readOn(r *run) (uint64, ipc.BridgeCall, bool) {
-	s.poll.Await(s.rd)
+	start, first := time.Now(), true
+	s.poll.AwaitFor(s.rd, s.callEst.Poll(replySpin, maxReplySpin))
 	for {
 		m, err := s.rd.ReadMessage()
+		if first && err == nil {
+			first = false
+			s.callEst.Observe(time.Since(start))
+		}
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				// Left by a reader whose context ended.

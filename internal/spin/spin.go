@@ -12,6 +12,7 @@ package spin
 import (
 	"io"
 	goruntime "runtime"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -40,12 +41,16 @@ func New(in io.Reader, d time.Duration) Poller {
 }
 
 // Wait returns when the input is readable or the Poller's time has passed.
-func (p Poller) Wait() {
+func (p Poller) Wait() { p.WaitFor(p.max) }
+
+// WaitFor is Wait for up to d instead of the Poller's time (nothing when
+// the Poller does not wait).
+func (p Poller) WaitFor(d time.Duration) {
 	if p.rc == nil {
 		return
 	}
 	_ = p.rc.Control(func(fd uintptr) {
-		for start := time.Now(); time.Since(start) < p.max; {
+		for start := time.Now(); time.Since(start) < d; {
 			if readable(fd) {
 				return
 			}
@@ -59,4 +64,39 @@ func (p Poller) Await(r interface{ Buffered() int }) {
 	if r.Buffered() == 0 {
 		p.Wait()
 	}
+}
+
+// AwaitFor is WaitFor, unless r already holds buffered input to read.
+func (p Poller) AwaitFor(r interface{ Buffered() int }, d time.Duration) {
+	if r.Buffered() == 0 {
+		p.WaitFor(d)
+	}
+}
+
+// Estimate tracks how long an input took to come, recently (a moving
+// average), to size the next poll for it: an input that comes within a
+// few hundred microseconds is polled for long enough to catch it, one
+// that comes later (a long execution, a loaded machine, where a poll
+// would only hold a processor that others need) for the base time only.
+// The zero Estimate has seen nothing. Its methods may be called
+// concurrently.
+type Estimate struct{ ns atomic.Int64 }
+
+// Observe records that an input came after d.
+func (e *Estimate) Observe(d time.Duration) {
+	old := e.ns.Load()
+	if old == 0 {
+		e.ns.Store(int64(d))
+		return
+	}
+	e.ns.Store(old + (int64(d)-old)/4)
+}
+
+// Poll returns how long to poll for the next input: twice the recent
+// average when that is between base and most, else base.
+func (e *Estimate) Poll(base, most time.Duration) time.Duration {
+	if d := 2 * time.Duration(e.ns.Load()); d > base && d <= most {
+		return d
+	}
+	return base
 }

@@ -81,3 +81,36 @@ func pipe(t *testing.T) (r, w *os.File) {
 	t.Cleanup(func() { r.Close(); w.Close() })
 	return r, w
 }
+
+// TestEstimate: the poll is twice the recent average of the inputs'
+// delays when that lies between base and most, and base otherwise (no
+// input seen yet, inputs that come at once, or later than most allows).
+func TestEstimate(t *testing.T) {
+	const base, most = 100 * time.Microsecond, 400 * time.Microsecond
+	var e Estimate
+	if d := e.Poll(base, most); d != base {
+		t.Fatalf("no input seen: %v, want %v", d, base)
+	}
+	e.Observe(150 * time.Microsecond)
+	if d := e.Poll(base, most); d != 300*time.Microsecond {
+		t.Fatalf("after 150 µs: %v, want 300 µs", d)
+	}
+	for range 20 {
+		e.Observe(5 * time.Millisecond)
+	}
+	if d := e.Poll(base, most); d != base {
+		t.Fatalf("after inputs that came in 5 ms: %v, want %v", d, base)
+	}
+	for range 40 {
+		e.Observe(120 * time.Microsecond)
+	}
+	if d := e.Poll(base, most); d < 235*time.Microsecond || d > 245*time.Microsecond {
+		t.Fatalf("back to 120 µs: %v, want about 240 µs", d)
+	}
+	for range 40 {
+		e.Observe(10 * time.Microsecond)
+	}
+	if d := e.Poll(base, most); d != base {
+		t.Fatalf("inputs that come at once: %v, want %v", d, base)
+	}
+}
