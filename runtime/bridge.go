@@ -82,7 +82,8 @@ func (d *bridgeDevice) serve(body []byte) []byte {
 	v, err := pymarshal.Decode(body)
 	t, ok := v.([]any)
 	if err != nil || !ok || len(t) != 2 {
-		return d.encode(fail(fmt.Sprintf("malformed bridge request: %v", err)))
+		// Raised as BridgeError by the first call's helper.
+		return d.reply([]any{nil}, []error{fmt.Errorf("malformed bridge request: %v", err)})
 	}
 	method, _ := t[0].(string)
 	calls, _ := t[1].([]any)
