@@ -8,7 +8,6 @@ import (
 	goruntime "runtime"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/pymarshal"
@@ -379,10 +378,10 @@ const bridgeSpin = 50 * time.Microsecond
 // half its round trip. A runner whose call is left behind (an interrupt,
 // Close) ends when the call returns; the next call gets a new one.
 type bridgeRunner struct {
-	work      chan job      // one slot: the interpreter never waits to hand a call over
-	done      chan struct{} // one value per job, sent when it returns
-	spin      time.Duration
-	abandoned atomic.Bool
+	work chan job      // one slot: the interpreter never waits to hand a call over
+	done chan struct{} // one value per job, sent when it returns
+	quit chan struct{} // closed when abandoned
+	spin time.Duration
 }
 
 type job struct {
@@ -391,7 +390,7 @@ type job struct {
 }
 
 func newBridgeRunner(kill context.Context) *bridgeRunner {
-	r := &bridgeRunner{work: make(chan job, 1), done: make(chan struct{}, 1)}
+	r := &bridgeRunner{work: make(chan job, 1), done: make(chan struct{}, 1), quit: make(chan struct{})}
 	if goruntime.GOMAXPROCS(0) >= 2 {
 		r.spin = bridgeSpin
 	}
@@ -408,6 +407,8 @@ func (r *bridgeRunner) loop(kill context.Context) {
 			if !r.poll(&j) {
 				select {
 				case j = <-r.work:
+				case <-r.quit:
+					return
 				case <-kill.Done():
 					return
 				}
@@ -418,8 +419,10 @@ func (r *bridgeRunner) loop(kill context.Context) {
 		if j.finish != nil {
 			j.finish()
 		}
-		if r.abandoned.Load() {
+		select {
+		case <-r.quit:
 			return
+		default:
 		}
 	}
 }
@@ -431,14 +434,18 @@ func (r *bridgeRunner) poll(j *job) bool {
 		select {
 		case *j = <-r.work:
 			return true
+		case <-r.quit:
+			return false
 		default:
 		}
 	}
 	return false
 }
 
-// abandon leaves r's call behind: r ends when it returns.
+// abandon leaves r's call behind: r ends when the call returns, or at
+// once if it has returned already (an interrupt and the answer came
+// together).
 func (in *Interpreter) abandon(r *bridgeRunner) {
-	r.abandoned.Store(true)
+	close(r.quit)
 	in.runner = nil
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rlm-sandbox/rlm-sandbox/runtime"
 )
@@ -415,5 +417,39 @@ except TypeError as e:
 	}
 	if calls != 10 {
 		t.Errorf("the host answered %d calls, want 10", calls)
+	}
+}
+
+// TestBridgeInterruptedRunnersEnd: when the interrupt and the answer come
+// together, the goroutine that ran the call ends with the call, whichever
+// the interpreter saw first; none stays behind until Close.
+func TestBridgeInterruptedRunnersEnd(t *testing.T) {
+	a := &runtime.AtomicInterrupt{}
+	in := newInterp(t, runtime.Config{Interrupt: a, Bridge: func(context.Context, string, []any) (any, error) {
+		a.Store(runtime.SIGINT)
+		return "late", nil
+	}})
+	run(t, in, "pass")
+	before := goruntime.NumGoroutine()
+	out := run(t, in, `
+n = 0
+for _ in range(200):
+    try:
+        llm_query("x")
+    except KeyboardInterrupt:
+        n += 1
+print(n)
+`)
+	if out != "200\n" {
+		t.Fatalf("stdout %q, want 200 interrupted calls", out)
+	}
+	// The last runner may still be on its way out: wait for the count to
+	// settle, within a bound.
+	deadline := time.Now().Add(5 * time.Second)
+	for goruntime.NumGoroutine() > before+1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines before the calls, %d after", before, goruntime.NumGoroutine())
+		}
+		goruntime.Gosched()
 	}
 }
