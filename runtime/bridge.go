@@ -185,12 +185,12 @@ func (d *bridgeDevice) one(method string, args []any) (r any, err error, ok bool
 		return nil, errors.New(noBridge(method)), true
 	}
 	in := d.in
-	ctx, cancel := context.WithCancel(in.reqCtx)
-	defer cancel()
+	ctx := in.bridgeCtx()
 	in.bridgeCalls++
 	if d.inline {
 		r, err = d.fn(ctx, method, args)
 		if in.interrupted() {
+			in.endBridgeCtx()
 			return nil, nil, false
 		}
 		return r, err, true
@@ -202,9 +202,30 @@ func (d *bridgeDevice) one(method string, args []any) (r any, err error, ok bool
 	if !in.waitBridge(func() { res, ferr = d.fn(ctx, method, args) }) || in.interrupted() {
 		// Leave the callback behind with its context cancelled; it
 		// writes only to res and ferr, which nobody reads any more.
+		in.endBridgeCtx()
 		return nil, nil, false
 	}
 	return res, ferr, true
+}
+
+// bridgeCtx returns the context of the request's single bridge calls,
+// made at the first: one per request rather than one per call, which an
+// llm_query loop paid for in allocations. It is cancelled when the request
+// ends, or when a call is left behind (an interrupt, Close); the next call
+// then gets a new one.
+func (in *Interpreter) bridgeCtx() context.Context {
+	if in.bctx == nil {
+		in.bctx, in.bcancel = context.WithCancel(in.reqCtx)
+	}
+	return in.bctx
+}
+
+// endBridgeCtx cancels the context bridgeCtx made, if any.
+func (in *Interpreter) endBridgeCtx() {
+	if in.bcancel != nil {
+		in.bcancel()
+		in.bctx, in.bcancel = nil, nil
+	}
 }
 
 // llmShort is the longest reply /dev/rlm-llm gives in one piece: the

@@ -257,6 +257,7 @@ func (in *Interpreter) requestLocked(ctx context.Context, req, raw []byte, out O
 	in.channel.reset(req, raw)
 	in.reqCtx = ctx
 	err := in.callRun()
+	in.endBridgeCtx()
 	in.reqCtx = nil
 	in.channel.clear()
 	interrupted := !stop()

@@ -132,8 +132,10 @@ type Interpreter struct {
 	reqCtx    context.Context // the context of the request being served
 	// bridgeCalls counts the bridge calls of the request being served.
 	bridgeCalls int
-	runner      *bridgeRunner // see waitBridge
-	stdlib      []byte        // the bytecode-compiled stdlib zip, or nil for the source one
+	runner      *bridgeRunner   // see waitBridge
+	bctx        context.Context // see bridgeCtx
+	bcancel     context.CancelFunc
+	stdlib      []byte // the bytecode-compiled stdlib zip, or nil for the source one
 	timings     bootTimings
 	memory      linmem.Tracker // the linear memory, for mapping a boot image
 	tramp       api.Module
