@@ -33,7 +33,9 @@ func (s *server) loop(warm bool) {
 		}
 		m, err := s.rd.ReadMessage()
 		if s.dispatch(m, err) {
-			warm = false
+			// Answered at once (Ping, Stats): the supervisor's next
+			// frame is as near as after a request.
+			warm = m.Kind == ipc.KindPing || m.Kind == ipc.KindStats
 			continue
 		}
 		if !s.serve(m, err) {
