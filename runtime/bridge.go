@@ -104,8 +104,9 @@ func (d *bridgeDevice) serve(body []byte) []byte {
 	}
 	values, errs := make([]any, len(calls)), make([]error, len(calls))
 	if d.fn == nil {
+		none := errors.New(noBridge(method))
 		for i := range errs {
-			errs[i] = errors.New(noBridge(method))
+			errs[i] = none
 		}
 		return d.reply(values, errs)
 	}

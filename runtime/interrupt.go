@@ -119,16 +119,10 @@ func (a *AtomicInterrupt) waitChan() <-chan struct{} {
 
 // WaitInterrupt implements InterruptWaiter.
 func (a *AtomicInterrupt) WaitInterrupt(ctx context.Context, d time.Duration) bool {
-	a.mu.Lock()
-	if a.v.Load() != 0 {
-		a.mu.Unlock()
+	wake := a.waitChan()
+	if wake == nil {
 		return true
 	}
-	if a.wake == nil {
-		a.wake = make(chan struct{})
-	}
-	wake := a.wake
-	a.mu.Unlock()
 	var timeout <-chan time.Time
 	if d >= 0 {
 		t := time.NewTimer(d)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/rlm-sandbox/rlm-sandbox/internal/spin"
 	"github.com/rlm-sandbox/rlm-sandbox/ipc"
 )
 
@@ -143,14 +144,7 @@ func (s *workerSandbox) readFor(ctx context.Context, id uint64, ch chan ipc.Mess
 		stop := context.AfterFunc(ctx, func() { _ = s.stdout.SetReadDeadline(time.Unix(1, 0)) })
 		defer stop()
 	}
-	start, first := time.Now(), true
-	s.poll.AwaitFor(s.rd, s.replyEst.Poll(replySpin, maxReplySpin))
-	for {
-		m, err := s.rd.ReadMessage()
-		if first && err == nil {
-			first = false
-			s.replyEst.Observe(time.Since(start))
-		}
+	for m, err := s.readFirst(&s.replyEst); ; m, err = s.rd.ReadMessage() {
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				if ctx != nil && ctx.Err() != nil {
@@ -198,6 +192,18 @@ const (
 	replySpin    = 100 * time.Microsecond
 	maxReplySpin = 500 * time.Microsecond
 )
+
+// readFirst reads the worker's next frame, polling for it as long as est
+// says, and records in est how long it took to come.
+func (s *workerSandbox) readFirst(est *spin.Estimate) (ipc.Message, error) {
+	start := time.Now()
+	s.poll.AwaitFor(s.rd, est.Poll(replySpin, maxReplySpin))
+	m, err := s.rd.ReadMessage()
+	if err == nil {
+		est.Observe(time.Since(start))
+	}
+	return m, err
+}
 
 // routeOutput adds output to the streams of its request, if it has some.
 func (s *workerSandbox) routeOutput(m ipc.Message) {
@@ -310,14 +316,7 @@ func (s *workerSandbox) bridgeReader(r *run, gen, id uint64, c ipc.BridgeCall) {
 // call of r, which it returns holding the reading, or until it has routed
 // a reply (or the frames end): it then gives the reading up.
 func (s *workerSandbox) readOn(r *run) (uint64, ipc.BridgeCall, bool) {
-	start, first := time.Now(), true
-	s.poll.AwaitFor(s.rd, s.callEst.Poll(replySpin, maxReplySpin))
-	for {
-		m, err := s.rd.ReadMessage()
-		if first && err == nil {
-			first = false
-			s.callEst.Observe(time.Since(start))
-		}
+	for m, err := s.readFirst(&s.callEst); ; m, err = s.rd.ReadMessage() {
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				// Left by a reader whose context ended.

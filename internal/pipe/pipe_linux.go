@@ -21,6 +21,7 @@ type Reader struct {
 	wakeR, wakeW int          // a byte written to wakeW ends a Read's poll
 	deadline     atomic.Int64 // UnixNano; 0: none
 	closed       atomic.Bool
+	fds          [2]unix.PollFd // what Read polls: the pipe and wakeR
 
 	mu      sync.Mutex
 	readers int
@@ -43,6 +44,7 @@ func New() (*Reader, *os.File, error) {
 	// in non-blocking mode: the read end becomes non-blocking only after,
 	// so that a Read never blocks but in poll.
 	r := &Reader{f: os.NewFile(uintptr(p[0]), "|0"), fd: p[0], wakeR: w[0], wakeW: w[1]}
+	r.fds = [2]unix.PollFd{{Fd: int32(p[0]), Events: unix.POLLIN}, {Fd: int32(w[0]), Events: unix.POLLIN}}
 	if err := unix.SetNonblock(p[0], true); err != nil {
 		r.f.Close()
 		unix.Close(p[1])
@@ -70,7 +72,7 @@ func (r *Reader) Read(p []byte) (int, error) {
 	r.readers++
 	r.mu.Unlock()
 	defer r.leave()
-	fds := []unix.PollFd{{Fd: int32(r.fd), Events: unix.POLLIN}, {Fd: int32(r.wakeR), Events: unix.POLLIN}}
+	fds := r.fds[:] // one Read at a time
 	for {
 		if r.closed.Load() {
 			return 0, os.ErrClosed
