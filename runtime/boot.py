@@ -61,13 +61,13 @@ def _rlm_boot():
     mod.framed = framed
 
     def recv():
-        # An 8-byte length, then the request (runtime/channel.go). A short
-        # one comes whole in the first read; not calling framed for it
-        # saves direct mode's Execute 2 us.
+        # A request of up to 65536 bytes comes whole in the first read, as
+        # it is; a longer one starts with a 0 byte (no marshal type code)
+        # and its 8-byte length (runtime/channel.go).
         r = read(ch, 65536)
-        if len(r) - 8 == int.from_bytes(r[:8], "little"):
-            return loads(memoryview(r)[8:])
-        return loads(framed(ch, r, 0))
+        if r[0]:
+            return loads(r)
+        return loads(framed(ch, r, 1))
 
     ok = (0,)
     okb = dumps(ok)

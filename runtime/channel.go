@@ -10,15 +10,17 @@ import (
 // _rlm module exchange requests and replies. The host loads a request
 // before a call; the guest reads it to the end, then writes its reply.
 //
-// A request is an 8-byte little-endian length, the marshal-encoded request,
-// and optionally raw bytes the request announces (large text, which then
-// reaches the guest without a marshal copy). A read ends where the request
-// does, so that the guest can take a short request in one read without
-// taking raw bytes with it.
+// A request is the marshal-encoded request when it fits in the guest's
+// first read (shortRequest bytes), else a 0 byte (no marshal type code),
+// its 8-byte little-endian length and the request; then, optionally, raw
+// bytes the request announces (large text, which then reaches the guest
+// without a marshal copy). A read ends where the request does, so that the
+// guest takes a short request in one read without taking raw bytes with it.
 type channel struct {
-	req  [][]byte // what is left to read, in order
-	head int      // how many of req are the request (the rest is raw)
-	resp []byte
+	req   [][]byte // what is left to read, in order
+	head  int      // how many of req are the request (the rest is raw)
+	resp  []byte
+	parts [3][]byte // req's backing array, reused
 }
 
 func (c *channel) Read(p []byte) (int, vfs.Errno) {
@@ -42,11 +44,19 @@ func (c *channel) Write(p []byte) (int, vfs.Errno) {
 	return len(p), vfs.ESUCCESS
 }
 
-// reset loads a request, prefixed with its length, followed by raw (which
-// the channel references, not copies).
+// shortRequest is the size of the guest's first read of a request
+// (boot.py, recv): a request up to this size goes as it is.
+const shortRequest = 65536
+
+// reset loads a request (prefixed with a 0 byte and its length if it is
+// longer than shortRequest) followed by raw, which the channel references,
+// not copies.
 func (c *channel) reset(req []byte, raw []byte) {
-	c.req = [][]byte{binary.LittleEndian.AppendUint64(nil, uint64(len(req))), req}
-	c.head = 2
+	c.req = append(c.parts[:0], req)
+	if len(req) > shortRequest {
+		c.req = append(c.parts[:0], binary.LittleEndian.AppendUint64([]byte{0}, uint64(len(req))), req)
+	}
+	c.head = len(c.req)
 	if len(raw) > 0 {
 		c.req = append(c.req, raw)
 	}
