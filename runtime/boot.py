@@ -96,8 +96,15 @@ def _rlm_boot():
 
     mod.bridge = bridge
 
+    # The host's streams write through to it on every write
+    # (PYTHONUNBUFFERED): they need a flush only once code replaced or
+    # reconfigured them.
+    out0, err0 = sys.stdout, sys.stderr
+
     def flush():
-        for f in (sys.stdout, sys.stderr):
+        for f, own in ((sys.stdout, out0), (sys.stderr, err0)):
+            if f is own and f.write_through:
+                continue
             try:
                 f.flush()
             except BaseException:

@@ -453,3 +453,21 @@ print(n)
 		goruntime.Gosched()
 	}
 }
+
+// TestStreamsFlushedAtTheEnd: an execution's partial line reaches the host
+// when it ends, whether the streams are the host's own (which write
+// through), reconfigured to buffer, or replaced by code (boot.py's flush).
+func TestStreamsFlushedAtTheEnd(t *testing.T) {
+	in := newInterp(t, runtime.Config{})
+	for _, tc := range []struct{ name, code, want string }{
+		{"own", "print('a', end='')", "a"},
+		{"reconfigured", "import sys\nsys.stdout.reconfigure(write_through=False)\nprint('b', end='')", "b"},
+		{"restored", "import sys\nsys.stdout.reconfigure(write_through=True)\nprint('d', end='')", "d"},
+		// Last: the wrapper closes the host's stream when it goes.
+		{"replaced", "import sys, io\nsys.stdout = io.TextIOWrapper(sys.stdout.buffer, write_through=False)\nprint('c', end='')", "c"},
+	} {
+		if out := run(t, in, tc.code); out != tc.want {
+			t.Errorf("%s: stdout %q, want %q", tc.name, out, tc.want)
+		}
+	}
+}
