@@ -63,5 +63,6 @@ func (c *channel) reset(req []byte, raw []byte) {
 	c.resp = c.resp[:0]
 }
 
-// clear drops what the guest did not read.
-func (c *channel) clear() { c.req = nil }
+// clear drops what the guest did not read (raw text may be large: the
+// reused array must not keep it either).
+func (c *channel) clear() { c.req, c.parts = nil, [3][]byte{} }
