@@ -111,9 +111,8 @@ func (d *bridgeDevice) serve(body []byte) []byte {
 		return d.reply(values, errs)
 	}
 	in := d.in
-	ctx, cancel := context.WithCancel(in.reqCtx)
-	defer cancel()
-	d.in.bridgeCalls += len(calls)
+	ctx := in.bridgeCtx()
+	in.bridgeCalls += len(calls)
 	if len(calls) > 1 && d.inline && d.batch != nil {
 		all := make([][]any, len(calls))
 		for i := range calls {
@@ -131,6 +130,7 @@ func (d *bridgeDevice) serve(body []byte) []byte {
 			}
 		}
 		if in.interrupted() {
+			in.endBridgeCtx()
 			return interruptedReply
 		}
 		return d.reply(values, errs)
@@ -146,6 +146,7 @@ func (d *bridgeDevice) serve(body []byte) []byte {
 	if !in.waitBridge(wg.Wait) || in.interrupted() {
 		// Leave the callbacks behind with their context cancelled; they
 		// write only to values and errs, which nobody reads any more.
+		in.endBridgeCtx()
 		return interruptedReply
 	}
 	return d.reply(values, errs)
@@ -209,11 +210,11 @@ func (d *bridgeDevice) one(method string, args []any) (r any, err error, ok bool
 	return res, ferr, true
 }
 
-// bridgeCtx returns the context of the request's single bridge calls,
-// made at the first: one per request rather than one per call, which an
-// llm_query loop paid for in allocations. It is cancelled when the request
-// ends, or when a call is left behind (an interrupt, Close); the next call
-// then gets a new one.
+// bridgeCtx returns the context of the request's bridge calls, made at
+// the first: one per request rather than one per call, which an llm_query
+// loop paid for in allocations. It is cancelled when the request ends, or
+// when a call is left behind (an interrupt, Close); the next call then
+// gets a new one.
 func (in *Interpreter) bridgeCtx() context.Context {
 	if in.bctx == nil {
 		in.bctx, in.bcancel = context.WithCancel(in.reqCtx)
@@ -423,17 +424,13 @@ func newBridgeRunner(kill context.Context) *bridgeRunner {
 func (r *bridgeRunner) loop(kill context.Context) {
 	for {
 		var j job
-		select {
-		case j = <-r.work:
-		default:
-			if !r.poll(&j) {
-				select {
-				case j = <-r.work:
-				case <-r.quit:
-					return
-				case <-kill.Done():
-					return
-				}
+		if !r.poll(&j) {
+			select {
+			case j = <-r.work:
+			case <-r.quit:
+				return
+			case <-kill.Done():
+				return
 			}
 		}
 		j.call()
@@ -452,7 +449,6 @@ func (r *bridgeRunner) loop(kill context.Context) {
 // poll looks for the next call for up to r.spin.
 func (r *bridgeRunner) poll(j *job) bool {
 	for start := time.Now(); time.Since(start) < r.spin; {
-		goruntime.Gosched()
 		select {
 		case *j = <-r.work:
 			return true
@@ -460,6 +456,7 @@ func (r *bridgeRunner) poll(j *job) bool {
 			return false
 		default:
 		}
+		goruntime.Gosched()
 	}
 	return false
 }

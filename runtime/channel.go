@@ -52,8 +52,9 @@ const shortRequest = 65536
 // longer than shortRequest) followed by raw, which the channel references,
 // not copies.
 func (c *channel) reset(req []byte, raw []byte) {
-	c.req = append(c.parts[:0], req)
-	if len(req) > shortRequest {
+	if len(req) <= shortRequest {
+		c.req = append(c.parts[:0], req)
+	} else {
 		c.req = append(c.parts[:0], binary.LittleEndian.AppendUint64([]byte{0}, uint64(len(req))), req)
 	}
 	c.head = len(c.req)

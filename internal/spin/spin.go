@@ -60,11 +60,7 @@ func (p Poller) WaitFor(d time.Duration) {
 }
 
 // Await is Wait, unless r already holds buffered input to read.
-func (p Poller) Await(r interface{ Buffered() int }) {
-	if r.Buffered() == 0 {
-		p.Wait()
-	}
-}
+func (p Poller) Await(r interface{ Buffered() int }) { p.AwaitFor(r, p.max) }
 
 // AwaitFor is WaitFor, unless r already holds buffered input to read.
 func (p Poller) AwaitFor(r interface{ Buffered() int }, d time.Duration) {
