@@ -18,9 +18,10 @@ def _rlm_boot():
     main = sys.modules["__main__"]
     g = main.__dict__
     sources = {}
-    # helpers: the RLM names bound again before each execution;
+    # helpers: the RLM names bound again before each execution (one dict,
+    # updated in place: the host's fast path holds its address);
     # context: the value the host last set (what search_context searches).
-    state = {"cell": 0, "helpers": {}, "context": None, "context_text": None}
+    state = {"helpers": {}, "context": None, "context_text": None}
 
     def readn(fd, n):
         # Reads exactly n bytes, allocating no more than they need, so a
@@ -153,11 +154,12 @@ def _rlm_boot():
         except BaseException:
             return "%s: %s\n" % (type(e).__name__, message(e))
 
-    def execute(src, interactive):
-        state["cell"] += 1
-        name = "<cell-%d>" % state["cell"]
+    def execute(src, interactive, name):
+        # The host names the cell: it runs most cells itself, through the
+        # C API (runtime/fastexec.go), and this function only the others.
         sources[name] = src
         g.update(state["helpers"])
+        g.setdefault("__builtins__", builtins)  # as the host's fast path does
         try:
             if interactive:
                 import ast
@@ -176,6 +178,11 @@ def _rlm_boot():
             return (1, type(e).__name__, message(e), tb_text(e))
         flush()
         return ok
+
+    def fail(e):
+        # The host ran a cell itself and it raised e: reply as execute does.
+        flush()
+        send((1, type(e).__name__, message(e), tb_text(e)))
 
     def plain(v, depth, seen):
         t = type(v)
@@ -270,8 +277,10 @@ def _rlm_boot():
         sources["<rlm>"] = src
         sys.modules["rlm"] = rlm
         exec(compile(src, "<rlm>", "exec", dont_inherit=True), rlm.__dict__)
-        state["helpers"] = {k: getattr(rlm, k) for k in rlm.__all__}
-        g.update(state["helpers"])
+        helpers = state["helpers"]
+        helpers.clear()
+        helpers.update({k: getattr(rlm, k) for k in rlm.__all__})
+        g.update(helpers)
 
     def take(name, value):
         # The host built a large str in place (runtime/text.go) and binds it.
@@ -288,7 +297,7 @@ def _rlm_boot():
     def serve(req):
         op = req[0]
         if op == "exec":
-            r = execute(req[1], req[2])
+            r = execute(req[1], req[2], req[3])
         elif op == "get":
             r = get(req[1])
         elif op == "set":
@@ -310,6 +319,10 @@ def _rlm_boot():
             r = (0,)
         elif op == "touch":
             r = touch()
+        elif op == "untouch":
+            r = untouch()
+        elif op == "fast":
+            r = fast
         elif op == "version":
             r = ("%d.%d.%d" % sys.version_info[:3],)
         elif op == "del":
@@ -320,22 +333,32 @@ def _rlm_boot():
 
     mod.run = run
 
+    # What the host's fast path of execution needs (runtime/fastexec.go),
+    # as addresses. The host takes a reference to each when it asks for
+    # them; until then state keeps the ones nothing else does.
+    state["fast"] = objs = (
+        g, state["helpers"], sources, out0, err0, fail, flush,
+        sys.intern("write_through"), True, sys.intern("__builtins__"), builtins, None)
+    fast = tuple(id(x) for x in objs)
+
     def touch():
         # A process that maps the boot snapshot has none of its pages yet:
         # the first exception and the first interrupt of its code would
         # fault in about 150 of them (~0.5 ms) while the caller waits. Take
         # both paths now, then forget the cells.
-        cell = state["cell"]
+        # (The host runs the same cells itself when it has a fast path,
+        # then asks for untouch: runtime/interp.go, touchErrorPaths.)
         try:
-            execute("1/0\n", False)
-            execute("__import__('_signal').raise_signal(2)\nwhile True: pass\n", False)
+            execute("1/0\n", False, "<touch>")
+            execute("__import__('_signal').raise_signal(2)\nwhile True: pass\n", False, "<touch>")
         finally:
-            import linecache
-            for i in range(cell + 1, state["cell"] + 1):
-                name = "<cell-%d>" % i
-                sources.pop(name, None)
-                linecache.cache.pop(name, None)
-            state["cell"] = cell
+            untouch()
+        return (0,)
+
+    def untouch():
+        import linecache
+        sources.pop("<touch>", None)
+        linecache.cache.pop("<touch>", None)
         return (0,)
 
     # The first exception (or interrupt) of a sandbox would otherwise pay

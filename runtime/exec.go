@@ -77,13 +77,26 @@ func (in *Interpreter) ExecInteractive(ctx context.Context, code string, out Out
 }
 
 func (in *Interpreter) exec(ctx context.Context, code string, interactive bool, out Output) (*Result, error) {
-	req, err := pymarshal.Encode(pymarshal.Tuple{"exec", code, interactive})
-	if err != nil {
-		return nil, err
+	name := cellName(in.cells.Add(1))
+	var run func() (bool, error)
+	if !interactive && in.fastObj.Globals != 0 && fastable(code) {
+		run = func() (bool, error) {
+			in.channel.reset(nil, nil)
+			return in.runFast(in.fastPath(), code, name)
+		}
+	} else {
+		req, err := pymarshal.Encode(pymarshal.Tuple{"exec", code, interactive, name})
+		if err != nil {
+			return nil, err
+		}
+		run = func() (bool, error) {
+			in.channel.reset(req, nil)
+			return false, in.callRun()
+		}
 	}
 	start := time.Now()
 	var calls int
-	reply, err := in.requestRaw(ctx, req, nil, out, &calls)
+	reply, err := in.serve(ctx, out, &calls, run)
 	d := time.Since(start)
 	if err != nil {
 		return nil, err
@@ -231,11 +244,20 @@ func (in *Interpreter) request(ctx context.Context, req []byte, out Output) (any
 // requestRaw sends a request followed by raw bytes it announces, and
 // stores in calls the number of bridge calls made while serving it.
 func (in *Interpreter) requestRaw(ctx context.Context, req, raw []byte, out Output, calls *int) (any, error) {
+	return in.serve(ctx, out, calls, func() (bool, error) {
+		in.channel.reset(req, raw)
+		return false, in.callRun()
+	})
+}
+
+// serve is serveLocked under the interpreter's lock, and stores in calls
+// the number of bridge calls made while serving.
+func (in *Interpreter) serve(ctx context.Context, out Output, calls *int, run func() (bool, error)) (any, error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	defer in.recordMemorySize()
 	in.bridgeCalls = 0
-	v, err := in.requestLocked(ctx, req, raw, out)
+	v, err := in.serveLocked(ctx, out, run)
 	if calls != nil {
 		*calls = in.bridgeCalls
 	}
@@ -243,6 +265,19 @@ func (in *Interpreter) requestRaw(ctx context.Context, req, raw []byte, out Outp
 }
 
 func (in *Interpreter) requestLocked(ctx context.Context, req, raw []byte, out Output) (any, error) {
+	return in.serveLocked(ctx, out, func() (bool, error) {
+		in.channel.reset(req, raw)
+		return false, in.callRun()
+	})
+}
+
+// okReply is the reply of an execution that raised nothing.
+var okReply = []any{int64(0)}
+
+// serveLocked serves a request: run calls into the guest, and reports
+// whether the request completed with okReply; otherwise the reply is the
+// one the guest wrote to the channel.
+func (in *Interpreter) serveLocked(ctx context.Context, out Output, run func() (bool, error)) (any, error) {
 	if in.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -254,9 +289,8 @@ func (in *Interpreter) requestLocked(ctx context.Context, req, raw []byte, out O
 	}
 	stop := context.AfterFunc(ctx, func() { in.intr.Swap(SIGINT) })
 	in.host.SetOutput(out.Stdout, out.Stderr)
-	in.channel.reset(req, raw)
 	in.reqCtx = ctx
-	err := in.callRun()
+	ok, err := run()
 	in.endBridgeCtx()
 	in.reqCtx = nil
 	in.channel.clear()
@@ -270,6 +304,9 @@ func (in *Interpreter) requestLocked(ctx context.Context, req, raw []byte, out O
 	}
 	if interrupted || in.intr.Load() != 0 {
 		in.drainSignals()
+	}
+	if ok {
+		return okReply, nil
 	}
 	if len(in.channel.resp) == 0 {
 		// The request did not complete: an interrupt hit the bootstrap code

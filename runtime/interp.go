@@ -117,6 +117,12 @@ type Interpreter struct {
 	main   api.Module
 	runFn  uint32 // the guest's PyObject* of _rlm.run (a strong reference)
 	takeFn uint32 // _rlm.take, or 0 when the direct text path is unavailable
+	// fastObj: the objects of the fast path of Exec (fastexec.go), zero
+	// when it is unavailable (set by New); fast is set up from them on
+	// first use.
+	fastObj fastObjects
+	fast    *fastState
+	cells   atomic.Int64 // the cells run so far (they are named after it)
 	// strLayout: 0 unchecked, 1 the str layout is as text.go expects, -1 not.
 	strLayout int8
 	cfns      map[string]api.Function
@@ -247,11 +253,29 @@ func newInterpreter(ctx context.Context, eng *engine, cfg Config, usePyc bool) (
 // on them. Nothing of it is visible afterwards; it cannot fail in a way
 // that matters (the next request would meet the same failure).
 func (in *Interpreter) touchErrorPaths(ctx context.Context) {
-	req, _ := pymarshal.Encode(pymarshal.Tuple{"touch"})
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	op := "touch"
+	if f := in.fastPath(); f != nil {
+		// Cells take the fast path: take it, and have the bootstrap only
+		// forget the cells.
+		for _, code := range touchCells {
+			_, _ = in.serveLocked(ctx, Output{}, func() (bool, error) {
+				in.channel.reset(nil, nil)
+				return in.runFast(f, code, touchName)
+			})
+		}
+		op = "untouch"
+	}
+	req, _ := pymarshal.Encode(pymarshal.Tuple{op})
 	_, _ = in.requestLocked(ctx, req, nil, Output{})
 }
+
+// touchCells are the cells of touchErrorPaths (boot.py's touch runs the
+// same), named touchName.
+var touchCells = [...]string{"1/0\n", "__import__('_signal').raise_signal(2)\nwhile True: pass\n"}
+
+const touchName = "<touch>"
 
 func startInterpreter(ctx context.Context, eng *engine, cfg Config, stdlib []byte, img *bootImage) (*Interpreter, error) {
 	in := &Interpreter{eng: eng, intr: waiterOf(cfg.Interrupt), channel: &channel{}, stdlib: stdlib}
@@ -419,7 +443,7 @@ func (in *Interpreter) boot(ctx context.Context, cfg Config, img *bootImage) err
 	if _, err := in.requestLocked(ctx, req, nil, Output{}); err != nil {
 		return fmt.Errorf("runtime: install the RLM helpers: %w", err)
 	}
-	return nil
+	return in.loadFast(ctx)
 }
 
 // rlmAttr returns a new reference to the attribute name of the guest's

@@ -48,7 +48,7 @@ const (
 	snapshotMagic = "RLMSNAP\x01"
 	// snapshotFormat changes whenever what a snapshot captures, or the
 	// host-side state the guest sees at boot, changes.
-	snapshotFormat = "1"
+	snapshotFormat = "2"
 	imageAlign     = 64 << 10
 )
 
@@ -70,6 +70,7 @@ type snapshotMeta struct {
 	ArityCache uint32
 	TrampSlot  uint32
 	Version    string
+	Fast       fastObjects
 	Host       emscripten.State
 }
 
@@ -408,7 +409,7 @@ func (in *Interpreter) restore(img *bootImage) error {
 	if err := in.host.Restore(m.Host); err != nil {
 		return fmt.Errorf("%w: %v", ErrSnapshot, err)
 	}
-	in.runFn, in.takeFn, in.version, in.restored = m.RunFn, m.TakeFn, m.Version, true
+	in.runFn, in.takeFn, in.version, in.fastObj, in.restored = m.RunFn, m.TakeFn, m.Version, m.Fast, true
 	in.timings.initialize = time.Since(t0)
 	in.mu.Lock()
 	in.recordMemorySize()
@@ -453,7 +454,7 @@ func (in *Interpreter) captureSnapshot(key string) error {
 		return errors.New("pyodide.asm.wasm does not export a mutable __stack_pointer")
 	}
 	meta := snapshotMeta{Key: key, StackPtr: sp.Get(), RunFn: in.runFn, TakeFn: in.takeFn, ArityCache: in.arityCache,
-		TrampSlot: in.trampSlot, Version: in.version, Host: st}
+		TrampSlot: in.trampSlot, Version: in.version, Fast: in.fastObj, Host: st}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	unlock, err := distCache(e.cacheDir).Lock(ctx, "snapshot-"+key[:32])

@@ -1,0 +1,322 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/pymarshal"
+	"github.com/tetratelabs/wazero/api"
+)
+
+// The fast path of Exec. The bootstrap's request path (read the request,
+// unmarshal it, dispatch it, bind the helpers, compile, run, flush the
+// streams, marshal the reply, write it) is all Python, and between two
+// requests the host's work evicts its code and data from the processor's
+// caches: the Python around compile() and exec() cost a one-line cell
+// about 20 of its 86 µs (in process, without bounds checks; RATIONALE.md,
+// "The host runs a plain cell itself"). So the host runs a plain cell
+// itself, through CPython's C API, a dozen calls with no Python frame of
+// the bootstrap's: it binds the helpers (PyDict_Update), records the
+// cell's source for tracebacks, compiles it as compile(src, name, "exec",
+// dont_inherit=True) does, runs it in __main__ as exec() does, and
+// flushes a stream only when the bootstrap's flush would. When the cell
+// raises, the bootstrap's fail() formats and sends the reply as its
+// execute() does. Interactive cells and sources compile() treats apart
+// (NUL bytes, text that is not UTF-8) take the bootstrap's path.
+
+// fastObjects are the guest's objects the fast path uses, by address, in
+// the order of boot.py's fast tuple. The interpreter holds a reference to
+// each (taken once, kept by boot snapshots).
+type fastObjects struct {
+	Globals, Helpers, Sources uint32 // __main__.__dict__, the helpers, the cells' sources
+	Stdout, Stderr            uint32 // the streams the bootstrap found
+	Fail, Flush               uint32 // the bootstrap's fail(e) and flush()
+	WriteThrough, True        uint32 // "write_through", True
+	BuiltinsName, Builtins    uint32 // "__builtins__", the builtins module
+	None                      uint32
+}
+
+// fastFuncs are the C API functions of the fast path.
+var fastFuncs = []string{
+	"PyUnicode_FromStringAndSize", "PyDict_SetItem", "PyDict_Update", "PyDict_SetDefault",
+	"Py_CompileStringObject", "PyEval_EvalCode", "PySys_GetObject", "PyObject_GetAttr",
+	"PyObject_CallOneArg", "PyErr_GetRaisedException", "PyErr_NoMemory", "Py_IncRef",
+}
+
+type fastFns struct {
+	str, dictSet, dictUpdate, dictSetDefault, compile, eval, sysGet, getAttr, call1, raised, noMemory api.Function
+}
+
+// fastState is an interpreter's fast path: its objects, functions and
+// scratch buffer.
+type fastState struct {
+	obj fastObjects
+	fn  fastFns
+	buf uint32 // guest buffer: header (fastHeader bytes), then the source
+	cap uint32 // its size
+}
+
+// The scratch buffer's header.
+const (
+	fastFlags  = 0  // PyCompilerFlags {cf_flags, cf_feature_version}
+	fastStdout = 8  // "stdout\0"
+	fastStderr = 16 // "stderr\0"
+	fastName   = 24 // the cell's name (at most 39 bytes)
+	fastHeader = 64
+	// A buffer grown past fastKeep for a large cell is freed after it.
+	fastKeep = 1 << 20
+	// compile()'s flags for a str source: PyCF_SOURCE_IS_UTF8 | PyCF_IGNORE_COOKIE.
+	cfFlags = 0x0100 | 0x0800
+	// Py_file_input, compile()'s "exec" mode.
+	pyFileInput = 257
+)
+
+// loadFast sets up the fast path on a booted interpreter (not a restored
+// one: the snapshot carries the addresses). Without it, every cell takes
+// the bootstrap's path.
+func (in *Interpreter) loadFast(ctx context.Context) error {
+	if !in.hasFuncs(fastFuncs) {
+		return nil
+	}
+	req, _ := pymarshal.Encode(pymarshal.Tuple{"fast"})
+	v, err := in.requestLocked(ctx, req, nil, Output{})
+	if err != nil {
+		return fmt.Errorf("runtime: fast path: %w", err)
+	}
+	t, ok := v.([]any)
+	if !ok || len(t) != 12 {
+		return fmt.Errorf("runtime: fast path: malformed reply %v", v)
+	}
+	a := make([]uint32, len(t))
+	for i, x := range t {
+		n, ok := x.(int64)
+		if !ok || n <= 0 || n > 1<<32-1 {
+			return fmt.Errorf("runtime: fast path: malformed address %v", x)
+		}
+		a[i] = uint32(n)
+		if _, err := in.call(ctx, in.fn("Py_IncRef"), uint64(n)); err != nil {
+			return err
+		}
+	}
+	in.fastObj = fastObjects{a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11]}
+	return nil
+}
+
+// fastPath returns the interpreter's fast path, or nil when it has none.
+func (in *Interpreter) fastPath() *fastState {
+	if in.fast != nil || in.fastObj.Globals == 0 {
+		return in.fast
+	}
+	in.fast = &fastState{obj: in.fastObj, fn: fastFns{
+		str: in.fn("PyUnicode_FromStringAndSize"), dictSet: in.fn("PyDict_SetItem"),
+		dictUpdate: in.fn("PyDict_Update"), dictSetDefault: in.fn("PyDict_SetDefault"),
+		compile: in.fn("Py_CompileStringObject"), eval: in.fn("PyEval_EvalCode"),
+		sysGet: in.fn("PySys_GetObject"), getAttr: in.fn("PyObject_GetAttr"),
+		call1: in.fn("PyObject_CallOneArg"), raised: in.fn("PyErr_GetRaisedException"),
+		noMemory: in.fn("PyErr_NoMemory"),
+	}}
+	return in.fast
+}
+
+// fastable reports whether compile() takes code as the fast path passes
+// it: a C string of UTF-8.
+func fastable(code string) bool {
+	return utf8.ValidString(code) && strings.IndexByte(code, 0) < 0
+}
+
+// runFast runs code as the cell name and reports whether it ran without
+// an exception. When it raised, the bootstrap's reply is in the channel
+// (none when an interrupt hit the bootstrap as it replied); err is for
+// the interpreter itself.
+func (in *Interpreter) runFast(f *fastState, code, name string) (ok bool, err error) {
+	ctx := in.killCtx
+	if err := f.ensure(in, uint32(len(code))); err != nil {
+		return false, err
+	}
+	if f.buf == 0 {
+		_, err := f.call(in, f.fn.noMemory)
+		return in.fastFail(f, err)
+	}
+	if f.cap > fastKeep {
+		defer f.release(in)
+	}
+	mem := in.main.Memory()
+	src := f.buf + fastHeader
+	b, _ := mem.Read(src, uint32(len(code))+1)
+	copy(b, code)
+	b[len(code)] = 0
+	b, _ = mem.Read(f.buf+fastName, uint32(len(name)))
+	copy(b, name)
+
+	nameObj, err := f.call(in, f.fn.str, uint64(f.buf+fastName), uint64(len(name)))
+	if err != nil || nameObj == 0 {
+		return in.fastFail(f, err)
+	}
+	defer in.decRef(ctx, nameObj)
+	srcObj, err := f.call(in, f.fn.str, uint64(src), uint64(len(code)))
+	if err != nil || srcObj == 0 {
+		return in.fastFail(f, err)
+	}
+	r, err := f.call(in, f.fn.dictSet, uint64(f.obj.Sources), nameObj, srcObj)
+	in.decRef(ctx, srcObj)
+	if err != nil || int32(r) != 0 {
+		return in.fastFail(f, err)
+	}
+	// g.update(helpers); exec() also puts __builtins__ back when code
+	// deleted it.
+	if r, err := f.call(in, f.fn.dictUpdate, uint64(f.obj.Globals), uint64(f.obj.Helpers)); err != nil || int32(r) != 0 {
+		return in.fastFail(f, err)
+	}
+	if r, err := f.call(in, f.fn.dictSetDefault, uint64(f.obj.Globals), uint64(f.obj.BuiltinsName), uint64(f.obj.Builtins)); err != nil || r == 0 {
+		return in.fastFail(f, err)
+	}
+	codeObj, err := f.call(in, f.fn.compile, uint64(src), nameObj, pyFileInput, uint64(f.buf+fastFlags), uint64(^uint32(0)))
+	if err != nil || codeObj == 0 {
+		return in.fastFail(f, err)
+	}
+	res, err := f.call(in, f.fn.eval, codeObj, uint64(f.obj.Globals), uint64(f.obj.Globals))
+	in.decRef(ctx, codeObj)
+	if err != nil || res == 0 {
+		return in.fastFail(f, err)
+	}
+	if uint32(res) != f.obj.None {
+		in.decRef(ctx, res)
+	}
+	if err := in.fastFlush(f); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// call calls fn and returns its result (fast path functions return one).
+func (f *fastState) call(in *Interpreter, fn api.Function, args ...uint64) (uint64, error) {
+	res, err := in.call(in.killCtx, fn, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res[0], nil
+}
+
+// fastFail hands the exception the last C API call raised to the
+// bootstrap's fail(), which replies. err, when not nil, is the
+// interpreter's own failure, and is returned as it is.
+func (in *Interpreter) fastFail(f *fastState, err error) (bool, error) {
+	if err != nil {
+		return false, err
+	}
+	exc, err := f.call(in, f.fn.raised)
+	if err != nil {
+		return false, err
+	}
+	if exc == 0 {
+		return false, errors.New("runtime: fast path: a C API call failed without an exception")
+	}
+	r, err := f.call(in, f.fn.call1, uint64(f.obj.Fail), exc)
+	in.decRef(in.killCtx, exc)
+	if err != nil {
+		return false, err
+	}
+	if r == 0 {
+		// An interrupt hit fail(): the channel holds no reply.
+		_, err = in.call(in.killCtx, in.fns.errClear)
+		return false, err
+	}
+	in.decRef(in.killCtx, r)
+	return false, nil
+}
+
+// fastFlush flushes the streams as the bootstrap's flush() does: not the
+// ones it found while they write through (PYTHONUNBUFFERED), every other.
+func (in *Interpreter) fastFlush(f *fastState) error {
+	for _, s := range [...]struct{ name, own uint32 }{{fastStdout, f.obj.Stdout}, {fastStderr, f.obj.Stderr}} {
+		cur, err := f.call(in, f.fn.sysGet, uint64(f.buf+s.name))
+		if err != nil {
+			return err
+		}
+		if uint32(cur) == s.own {
+			wt, err := f.call(in, f.fn.getAttr, uint64(s.own), uint64(f.obj.WriteThrough))
+			if err != nil {
+				return err
+			}
+			if uint32(wt) == f.obj.True {
+				continue
+			}
+			if wt == 0 {
+				_, err = in.call(in.killCtx, in.fns.errClear)
+			} else {
+				in.decRef(in.killCtx, wt)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		// flush() flushes both streams and swallows what they raise.
+		r, err := in.call(in.killCtx, in.fns.callNoArgs, uint64(f.obj.Flush))
+		if err != nil {
+			return err
+		}
+		if r[0] == 0 {
+			_, err = in.call(in.killCtx, in.fns.errClear)
+			return err
+		}
+		in.decRef(in.killCtx, r[0])
+		return nil
+	}
+	return nil
+}
+
+// ensure makes the scratch buffer hold a source of n bytes (f.buf is 0
+// when the guest is out of memory).
+func (f *fastState) ensure(in *Interpreter, n uint32) error {
+	need := uint64(fastHeader) + uint64(n) + 1
+	if uint64(f.cap) >= need {
+		return nil
+	}
+	f.release(in)
+	if need > 1<<31 {
+		return nil
+	}
+	size := max(uint32(need), 4096)
+	p, err := in.malloc(in.killCtx, size)
+	if err != nil || p == 0 {
+		return err
+	}
+	f.buf, f.cap = p, size
+	mem := in.main.Memory()
+	mem.WriteUint32Le(p+fastFlags, cfFlags)
+	mem.WriteUint32Le(p+fastFlags+4, uint32(in.pythonMinor()))
+	mem.Write(p+fastStdout, []byte("stdout\x00"))
+	mem.Write(p+fastStderr, []byte("stderr\x00"))
+	return nil
+}
+
+// release frees the scratch buffer.
+func (f *fastState) release(in *Interpreter) {
+	if f.buf != 0 {
+		_, _ = in.call(in.killCtx, in.fns.free, uint64(f.buf))
+		f.buf, f.cap = 0, 0
+	}
+}
+
+// pythonMinor is the minor version of the guest's Python (compile()'s
+// cf_feature_version).
+func (in *Interpreter) pythonMinor() int {
+	parts := strings.SplitN(in.version, ".", 3)
+	if len(parts) < 2 {
+		return 0
+	}
+	n, _ := strconv.Atoi(parts[1])
+	return n
+}
+
+// decRef drops a reference the host holds.
+func (in *Interpreter) decRef(ctx context.Context, p uint64) {
+	_, _ = in.call(ctx, in.fns.decRef, p)
+}
+
+// cellName is the name of the nth cell, as tracebacks show it.
+func cellName(n int64) string { return "<cell-" + strconv.FormatInt(n, 10) + ">" }
