@@ -137,7 +137,7 @@ def _rlm_boot():
             todo.append(x.__cause__)
             todo.append(x.__context__)
         tb = e.__traceback__
-        skip = {run.__code__, execute.__code__}
+        skip = {run.__code__, execute.__code__, run_interactive.__code__}
         if "ast" in sys.modules:
             skip.add(sys.modules["ast"].parse.__code__)
         while tb is not None and tb.tb_frame.f_code in skip:
@@ -162,14 +162,7 @@ def _rlm_boot():
         g.setdefault("__builtins__", builtins)  # as the host's fast path does
         try:
             if interactive:
-                import ast
-                tree = ast.parse(src, name, "exec")
-                last = None
-                if tree.body and isinstance(tree.body[-1], ast.Expr):
-                    last = ast.Interactive(body=[tree.body.pop()])
-                exec(compile(tree, name, "exec", dont_inherit=True), g)
-                if last is not None:
-                    exec(compile(last, name, "single", dont_inherit=True), g)
+                run_interactive(src, name)
             else:
                 code = compile(src, name, "exec", dont_inherit=True)
                 exec(code, g)
@@ -178,6 +171,18 @@ def _rlm_boot():
             return (1, type(e).__name__, message(e), tb_text(e))
         flush()
         return ok
+
+    def run_interactive(src, name):
+        # The way the interactive prompt runs code: the value of a last
+        # expression statement goes to sys.displayhook.
+        import ast
+        tree = ast.parse(src, name, "exec")
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = ast.Interactive(body=[tree.body.pop()])
+        exec(compile(tree, name, "exec", dont_inherit=True), g)
+        if last is not None:
+            exec(compile(last, name, "single", dont_inherit=True), g)
 
     def fail(e):
         # The host ran a cell itself and it raised e: reply as execute does.
@@ -338,7 +343,8 @@ def _rlm_boot():
     # them; until then state keeps the ones nothing else does.
     state["fast"] = objs = (
         g, state["helpers"], sources, out0, err0, fail, flush,
-        sys.intern("write_through"), True, sys.intern("__builtins__"), builtins, None)
+        sys.intern("write_through"), True, sys.intern("__builtins__"), builtins, None,
+        run_interactive)
     fast = tuple(id(x) for x in objs)
 
     def touch():

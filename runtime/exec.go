@@ -79,10 +79,10 @@ func (in *Interpreter) ExecInteractive(ctx context.Context, code string, out Out
 func (in *Interpreter) exec(ctx context.Context, code string, interactive bool, out Output) (*Result, error) {
 	name := cellName(in.cells.Add(1))
 	var run func() (bool, error)
-	if !interactive && in.fastObj.Globals != 0 && fastable(code) {
+	if in.fastObj.Globals != 0 && fastable(code) {
 		run = func() (bool, error) {
 			in.channel.reset(nil, nil)
-			return in.runFast(in.fastPath(), code, name)
+			return in.runFast(in.fastPath(), code, name, interactive)
 		}
 	} else {
 		req, err := pymarshal.Encode(pymarshal.Tuple{"exec", code, interactive, name})

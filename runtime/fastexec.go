@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/pymarshal"
@@ -25,8 +26,10 @@ import (
 // dont_inherit=True) does, runs it in __main__ as exec() does, and
 // flushes a stream only when the bootstrap's flush would. When the cell
 // raises, the bootstrap's fail() formats and sends the reply as its
-// execute() does. Interactive cells and sources compile() treats apart
-// (NUL bytes, text that is not UTF-8) take the bootstrap's path.
+// execute() does. An interactive cell is the same but for compile and
+// exec: the host calls the bootstrap's run_interactive, which does them
+// with the ast module. Sources compile() treats apart (NUL bytes, text
+// that is not UTF-8) take the bootstrap's path.
 
 // fastObjects are the guest's objects the fast path uses, by address, in
 // the order of boot.py's fast tuple. The interpreter holds a reference to
@@ -38,6 +41,7 @@ type fastObjects struct {
 	WriteThrough, True        uint32 // "write_through", True
 	BuiltinsName, Builtins    uint32 // "__builtins__", the builtins module
 	None                      uint32
+	Interactive               uint32 // the bootstrap's run_interactive(src, name)
 }
 
 // fastFuncs are the C API functions of the fast path.
@@ -45,10 +49,11 @@ var fastFuncs = []string{
 	"PyUnicode_FromStringAndSize", "PyDict_SetItem", "PyDict_Update", "PyDict_SetDefault",
 	"Py_CompileStringObject", "PyEval_EvalCode", "PySys_GetObject", "PyObject_GetAttr",
 	"PyObject_CallOneArg", "PyErr_GetRaisedException", "PyErr_NoMemory", "Py_IncRef",
+	"PyObject_Vectorcall",
 }
 
 type fastFns struct {
-	str, dictSet, dictUpdate, dictSetDefault, compile, eval, sysGet, getAttr, call1, raised, noMemory api.Function
+	str, dictSet, dictUpdate, dictSetDefault, compile, eval, sysGet, getAttr, call1, raised, noMemory, vectorcall api.Function
 }
 
 // fastState is an interpreter's fast path: its objects, functions and
@@ -65,14 +70,16 @@ const (
 	fastFlags  = 0  // PyCompilerFlags {cf_flags, cf_feature_version}
 	fastStdout = 8  // "stdout\0"
 	fastStderr = 16 // "stderr\0"
-	fastName   = 24 // the cell's name (at most 39 bytes)
-	fastHeader = 64
+	fastArgs   = 24 // the arguments of a vectorcall (two pointers)
+	fastName   = 32 // the cell's name (at most 47 bytes)
+	fastHeader = 80
 	// A buffer grown past fastKeep for a large cell is freed after it.
 	fastKeep = 1 << 20
 	// compile()'s flags for a str source: PyCF_SOURCE_IS_UTF8 | PyCF_IGNORE_COOKIE.
 	cfFlags = 0x0100 | 0x0800
-	// Py_file_input, compile()'s "exec" mode.
-	pyFileInput = 257
+	// Py_file_input and Py_single_input: compile()'s "exec" and "single".
+	pyFileInput   = 257
+	pySingleInput = 256
 )
 
 // loadFast sets up the fast path on a booted interpreter (not a restored
@@ -88,7 +95,7 @@ func (in *Interpreter) loadFast(ctx context.Context) error {
 		return fmt.Errorf("runtime: fast path: %w", err)
 	}
 	t, ok := v.([]any)
-	if !ok || len(t) != 12 {
+	if !ok || len(t) != 13 {
 		return fmt.Errorf("runtime: fast path: malformed reply %v", v)
 	}
 	a := make([]uint32, len(t))
@@ -102,7 +109,7 @@ func (in *Interpreter) loadFast(ctx context.Context) error {
 			return err
 		}
 	}
-	in.fastObj = fastObjects{a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11]}
+	in.fastObj = fastObjects{a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12]}
 	return nil
 }
 
@@ -117,7 +124,7 @@ func (in *Interpreter) fastPath() *fastState {
 		compile: in.fn("Py_CompileStringObject"), eval: in.fn("PyEval_EvalCode"),
 		sysGet: in.fn("PySys_GetObject"), getAttr: in.fn("PyObject_GetAttr"),
 		call1: in.fn("PyObject_CallOneArg"), raised: in.fn("PyErr_GetRaisedException"),
-		noMemory: in.fn("PyErr_NoMemory"),
+		noMemory: in.fn("PyErr_NoMemory"), vectorcall: in.fn("PyObject_Vectorcall"),
 	}}
 	return in.fast
 }
@@ -128,13 +135,14 @@ func fastable(code string) bool {
 	return utf8.ValidString(code) && strings.IndexByte(code, 0) < 0
 }
 
-// runFast runs code as the cell name and reports whether it ran without
-// an exception. When it raised, the bootstrap's reply is in the channel
+// runFast runs code as the cell name (as the interactive prompt does when
+// interactive) and reports whether it ran without an exception. When it raised, the bootstrap's reply is in the channel
 // (none when an interrupt hit the bootstrap as it replied); err is for
 // the interpreter itself.
-func (in *Interpreter) runFast(f *fastState, code, name string) (ok bool, err error) {
+func (in *Interpreter) runFast(f *fastState, code, name string, interactive bool) (ok bool, err error) {
 	ctx := in.killCtx
-	if err := f.ensure(in, uint32(len(code))); err != nil {
+	// The source, then room for an interactive cell's two parts (split).
+	if err := f.ensure(in, 2*uint64(len(code))+uint64(strings.Count(code, "\n"))+3); err != nil {
 		return false, err
 	}
 	if f.buf == 0 {
@@ -174,6 +182,20 @@ func (in *Interpreter) runFast(f *fastState, code, name string) (ok bool, err er
 	if r, err := f.call(in, f.fn.dictSetDefault, uint64(f.obj.Globals), uint64(f.obj.BuiltinsName), uint64(f.obj.Builtins)); err != nil || r == 0 {
 		return in.fastFail(f, err)
 	}
+	if interactive {
+		if ok, done, err := in.runSplit(f, code, nameObj); done || err != nil {
+			return ok, err
+		}
+		// The bootstrap's ast-based run_interactive(src, name).
+		mem.WriteUint32Le(f.buf+fastArgs, uint32(srcObj))
+		mem.WriteUint32Le(f.buf+fastArgs+4, uint32(nameObj))
+		res, err := f.call(in, f.fn.vectorcall, uint64(f.obj.Interactive), uint64(f.buf+fastArgs), 2, 0)
+		if err != nil || res == 0 {
+			return in.fastFail(f, err)
+		}
+		in.decRef(ctx, res)
+		return true, in.fastFlush(f)
+	}
 	codeObj, err := f.call(in, f.fn.compile, uint64(src), nameObj, pyFileInput, uint64(f.buf+fastFlags), uint64(^uint32(0)))
 	if err != nil || codeObj == 0 {
 		return in.fastFail(f, err)
@@ -190,6 +212,133 @@ func (in *Interpreter) runFast(f *fastState, code, name string) (ok bool, err er
 		return false, err
 	}
 	return true, nil
+}
+
+// runSplit runs an interactive cell as two code objects, when splitCell
+// can split it: the statements before the last, compiled as compile()
+// does, and the last, compiled for the prompt's display ("single") unless
+// it is a compound statement. That is what the bootstrap's
+// run_interactive does, without the round trip through Python's ast
+// objects, which costs more than the compilation. done is false, and
+// nothing ran, when a part does not compile (a syntax error, or a split in
+// the wrong place): the caller then takes run_interactive, which reports
+// the error as compile() would.
+func (in *Interpreter) runSplit(f *fastState, code string, nameObj uint64) (ok, done bool, err error) {
+	head, tail, lines, display, split := splitCell(code)
+	if !split {
+		return false, false, nil
+	}
+	ctx := in.killCtx
+	mem := in.main.Memory()
+	at := f.buf + fastHeader + uint32(len(code)) + 1
+	put := func(parts ...string) uint32 {
+		p := at
+		for _, s := range parts {
+			b, _ := mem.Read(at, uint32(len(s)))
+			copy(b, s)
+			at += uint32(len(s))
+		}
+		mem.WriteByte(at, 0)
+		at++
+		return p
+	}
+	headSrc := put(head)
+	tailSrc := put(strings.Repeat("\n", lines), tail)
+	mode := uint64(pyFileInput)
+	if display {
+		mode = pySingleInput
+	}
+	var codes [2]uint64
+	defer func() {
+		for _, c := range codes {
+			if c != 0 {
+				in.decRef(ctx, c)
+			}
+		}
+	}()
+	for i, c := range [...]struct {
+		src  uint32
+		mode uint64
+	}{{headSrc, pyFileInput}, {tailSrc, mode}} {
+		if i == 0 && head == "" {
+			continue
+		}
+		codes[i], err = f.call(in, f.fn.compile, uint64(c.src), nameObj, c.mode, uint64(f.buf+fastFlags), uint64(^uint32(0)))
+		if err != nil {
+			return false, true, err
+		}
+		if codes[i] == 0 {
+			_, err = in.call(ctx, in.fns.errClear)
+			return false, err != nil, err
+		}
+	}
+	for _, c := range codes {
+		if c == 0 {
+			continue
+		}
+		res, err := f.call(in, f.fn.eval, c, uint64(f.obj.Globals), uint64(f.obj.Globals))
+		if err != nil || res == 0 {
+			ok, err := in.fastFail(f, err)
+			return ok, true, err
+		}
+		if uint32(res) != f.obj.None {
+			in.decRef(ctx, res)
+		}
+	}
+	return true, true, in.fastFlush(f)
+}
+
+// splitCell splits an interactive cell before its last statement, which
+// it takes to start on the last line that starts with neither a blank nor
+// a comment: head is what comes before (lines newlines), tail the rest.
+// display reports whether tail is compiled for the prompt's display: not
+// when it starts a compound statement, which the prompt would show the
+// expression statements of. split is false when the cell needs the ast
+// module to be read right: no such line, a semicolon in tail (the prompt
+// shows every expression statement of a line), or a match statement
+// (match is a name too).
+func splitCell(code string) (head, tail string, lines int, display, split bool) {
+	start := -1
+	for end := len(code); ; { // the line code[j:end]
+		j := strings.LastIndexByte(code[:end], '\n') + 1
+		if j < end {
+			if c := code[j]; c != ' ' && c != '\t' && c != '\f' && c != '#' && c != '\r' {
+				start = j
+				break
+			}
+		}
+		if j == 0 {
+			break
+		}
+		end = j - 1
+	}
+	if start < 0 {
+		return "", "", 0, false, false
+	}
+	for start > 0 { // a decorated definition starts at its decorators
+		j := strings.LastIndexByte(code[:start-1], '\n') + 1
+		if code[j] != '@' {
+			break
+		}
+		start = j
+	}
+	head, tail = code[:start], code[start:]
+	if strings.IndexByte(tail, ';') >= 0 {
+		return "", "", 0, false, false
+	}
+	word := tail
+	if n := strings.IndexFunc(tail, func(r rune) bool { return !(r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r)) }); n >= 0 {
+		word = tail[:n]
+	}
+	switch word {
+	case "match", "case":
+		return "", "", 0, false, false
+	case "if", "for", "while", "with", "try", "def", "class", "async":
+		display = false
+	default:
+		display = tail[0] != '@'
+	}
+	return head, tail, strings.Count(head, "\n"), display, true
 }
 
 // call calls fn and returns its result (fast path functions return one).
@@ -269,10 +418,10 @@ func (in *Interpreter) fastFlush(f *fastState) error {
 	return nil
 }
 
-// ensure makes the scratch buffer hold a source of n bytes (f.buf is 0
-// when the guest is out of memory).
-func (f *fastState) ensure(in *Interpreter, n uint32) error {
-	need := uint64(fastHeader) + uint64(n) + 1
+// ensure makes the scratch buffer hold n bytes after its header (f.buf is
+// 0 when the guest is out of memory).
+func (f *fastState) ensure(in *Interpreter, n uint64) error {
+	need := uint64(fastHeader) + n
 	if uint64(f.cap) >= need {
 		return nil
 	}

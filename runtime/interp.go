@@ -262,7 +262,7 @@ func (in *Interpreter) touchErrorPaths(ctx context.Context) {
 		for _, code := range touchCells {
 			_, _ = in.serveLocked(ctx, Output{}, func() (bool, error) {
 				in.channel.reset(nil, nil)
-				return in.runFast(f, code, touchName)
+				return in.runFast(f, code, touchName, false)
 			})
 		}
 		op = "untouch"
