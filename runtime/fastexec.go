@@ -136,13 +136,18 @@ func fastable(code string) bool {
 }
 
 // runFast runs code as the cell name (as the interactive prompt does when
-// interactive) and reports whether it ran without an exception. When it raised, the bootstrap's reply is in the channel
-// (none when an interrupt hit the bootstrap as it replied); err is for
-// the interpreter itself.
+// interactive) and reports whether it ran without an exception. When it
+// raised, the bootstrap's reply is in the channel (none when an interrupt
+// hit the bootstrap as it replied); err is for the interpreter itself.
 func (in *Interpreter) runFast(f *fastState, code, name string, interactive bool) (ok bool, err error) {
 	ctx := in.killCtx
-	// The source, then room for an interactive cell's two parts (split).
-	if err := f.ensure(in, 2*uint64(len(code))+uint64(strings.Count(code, "\n"))+3); err != nil {
+	// The source, and for an interactive cell room for its two parts
+	// (runSplit).
+	need := uint64(len(code)) + 1
+	if interactive {
+		need += uint64(len(code)) + uint64(strings.Count(code, "\n")) + 2
+	}
+	if err := f.ensure(in, need); err != nil {
 		return false, err
 	}
 	if f.buf == 0 {
@@ -170,7 +175,7 @@ func (in *Interpreter) runFast(f *fastState, code, name string, interactive bool
 		return in.fastFail(f, err)
 	}
 	r, err := f.call(in, f.fn.dictSet, uint64(f.obj.Sources), nameObj, srcObj)
-	in.decRef(ctx, srcObj)
+	in.decRef(ctx, srcObj) // sources holds it: srcObj stays valid below
 	if err != nil || int32(r) != 0 {
 		return in.fastFail(f, err)
 	}
