@@ -185,9 +185,14 @@ def _rlm_boot():
             exec(compile(last, name, "single", dont_inherit=True), g)
 
     def fail(e):
-        # The host ran a cell itself and it raised e: reply as execute does.
-        flush()
-        send((1, type(e).__name__, message(e), tb_text(e)))
+        # The host ran a cell itself and it raised e: reply as execute
+        # does, or as run does when that fails (a MemoryError, say).
+        try:
+            flush()
+            r = (1, type(e).__name__, message(e), tb_text(e))
+        except BaseException as e2:
+            r = (2, type(e2).__name__, message(e2))
+        send(r)
 
     def plain(v, depth, seen):
         t = type(v)
