@@ -167,8 +167,7 @@ def _rlm_boot():
                 code = compile(src, name, "exec", dont_inherit=True)
                 exec(code, g)
         except BaseException as e:
-            flush()
-            return (1, type(e).__name__, message(e), tb_text(e))
+            return raised(e)
         flush()
         return ok
 
@@ -184,12 +183,16 @@ def _rlm_boot():
         if last is not None:
             exec(compile(last, name, "single", dont_inherit=True), g)
 
+    def raised(e):
+        # The reply of a cell that raised e.
+        flush()
+        return (1, type(e).__name__, message(e), tb_text(e))
+
     def fail(e):
         # The host ran a cell itself and it raised e: reply as execute
         # does, or as run does when that fails (a MemoryError, say).
         try:
-            flush()
-            r = (1, type(e).__name__, message(e), tb_text(e))
+            r = raised(e)
         except BaseException as e2:
             r = (2, type(e2).__name__, message(e2))
         send(r)

@@ -78,25 +78,24 @@ func (in *Interpreter) ExecInteractive(ctx context.Context, code string, out Out
 
 func (in *Interpreter) exec(ctx context.Context, code string, interactive bool, out Output) (*Result, error) {
 	name := cellName(in.cells.Add(1))
-	var run func() (bool, error)
-	if in.fastObj.Globals != 0 && fastable(code) {
-		run = func() (bool, error) {
-			in.channel.reset(nil, nil)
-			return in.runFast(in.fastPath(), code, name, interactive)
-		}
-	} else {
-		req, err := pymarshal.Encode(pymarshal.Tuple{"exec", code, interactive, name})
-		if err != nil {
+	var req []byte
+	if in.fastObj.Globals == 0 || !fastable(code) {
+		var err error
+		if req, err = pymarshal.Encode(pymarshal.Tuple{"exec", code, interactive, name}); err != nil {
 			return nil, err
-		}
-		run = func() (bool, error) {
-			in.channel.reset(req, nil)
-			return false, in.callRun()
 		}
 	}
 	start := time.Now()
 	var calls int
-	reply, err := in.serve(ctx, out, &calls, run)
+	var reply any
+	var err error
+	if req == nil {
+		reply, err = in.serve(ctx, out, &calls, func() (bool, error) {
+			return in.runFast(in.fastPath(), code, name, interactive)
+		})
+	} else {
+		reply, err = in.requestRaw(ctx, req, nil, out, &calls)
+	}
 	d := time.Since(start)
 	if err != nil {
 		return nil, err
@@ -244,10 +243,16 @@ func (in *Interpreter) request(ctx context.Context, req []byte, out Output) (any
 // requestRaw sends a request followed by raw bytes it announces, and
 // stores in calls the number of bridge calls made while serving it.
 func (in *Interpreter) requestRaw(ctx context.Context, req, raw []byte, out Output, calls *int) (any, error) {
-	return in.serve(ctx, out, calls, func() (bool, error) {
+	return in.serve(ctx, out, calls, in.bootstrapRun(req, raw))
+}
+
+// bootstrapRun is the run of serveLocked that has the bootstrap serve a
+// request followed by raw bytes it announces.
+func (in *Interpreter) bootstrapRun(req, raw []byte) func() (bool, error) {
+	return func() (bool, error) {
 		in.channel.reset(req, raw)
 		return false, in.callRun()
-	})
+	}
 }
 
 // serve is serveLocked under the interpreter's lock, and stores in calls
@@ -265,10 +270,7 @@ func (in *Interpreter) serve(ctx context.Context, out Output, calls *int, run fu
 }
 
 func (in *Interpreter) requestLocked(ctx context.Context, req, raw []byte, out Output) (any, error) {
-	return in.serveLocked(ctx, out, func() (bool, error) {
-		in.channel.reset(req, raw)
-		return false, in.callRun()
-	})
+	return in.serveLocked(ctx, out, in.bootstrapRun(req, raw))
 }
 
 // okReply is the reply of an execution that raised nothing.

@@ -141,11 +141,14 @@ func fastable(code string) bool {
 // hit the bootstrap as it replied); err is for the interpreter itself.
 func (in *Interpreter) runFast(f *fastState, code, name string, interactive bool) (ok bool, err error) {
 	ctx := in.killCtx
+	in.channel.reset(nil, nil) // the reply of a cell that raises
 	// The source, and for an interactive cell room for its two parts
 	// (runSplit).
+	// (Its two parts and the newlines before the second take at most
+	// twice the cell.)
 	need := uint64(len(code)) + 1
 	if interactive {
-		need += uint64(len(code)) + uint64(strings.Count(code, "\n")) + 2
+		need += 2*uint64(len(code)) + 2
 	}
 	if err := f.ensure(in, need); err != nil {
 		return false, err
@@ -201,22 +204,35 @@ func (in *Interpreter) runFast(f *fastState, code, name string, interactive bool
 		in.decRef(ctx, res)
 		return true, in.fastFlush(f)
 	}
-	codeObj, err := f.call(in, f.fn.compile, uint64(src), nameObj, pyFileInput, uint64(f.buf+fastFlags), uint64(^uint32(0)))
+	codeObj, err := f.compile(in, src, nameObj, pyFileInput)
 	if err != nil || codeObj == 0 {
 		return in.fastFail(f, err)
 	}
-	res, err := f.call(in, f.fn.eval, codeObj, uint64(f.obj.Globals), uint64(f.obj.Globals))
-	in.decRef(ctx, codeObj)
-	if err != nil || res == 0 {
+	defer in.decRef(ctx, codeObj)
+	if raised, err := in.fastEval(f, codeObj); raised || err != nil {
 		return in.fastFail(f, err)
 	}
+	return true, in.fastFlush(f)
+}
+
+// compile compiles the C string at src as the cell nameObj in mode, as
+// compile(src, name, mode, dont_inherit=True) does: a new reference, or
+// 0 with the exception set.
+func (f *fastState) compile(in *Interpreter, src uint32, nameObj, mode uint64) (uint64, error) {
+	return f.call(in, f.fn.compile, uint64(src), nameObj, mode, uint64(f.buf+fastFlags), uint64(^uint32(0)))
+}
+
+// fastEval runs a code object in __main__, as exec() does, and reports
+// whether it raised (the exception then set).
+func (in *Interpreter) fastEval(f *fastState, codeObj uint64) (raised bool, err error) {
+	res, err := f.call(in, f.fn.eval, codeObj, uint64(f.obj.Globals), uint64(f.obj.Globals))
+	if err != nil || res == 0 {
+		return res == 0, err
+	}
 	if uint32(res) != f.obj.None {
-		in.decRef(ctx, res)
+		in.decRef(in.killCtx, res)
 	}
-	if err := in.fastFlush(f); err != nil {
-		return false, err
-	}
-	return true, nil
+	return false, nil
 }
 
 // runSplit runs an interactive cell as two code objects, when splitCell
@@ -268,7 +284,7 @@ func (in *Interpreter) runSplit(f *fastState, code string, nameObj uint64) (ok, 
 		if i == 0 && head == "" {
 			continue
 		}
-		codes[i], err = f.call(in, f.fn.compile, uint64(c.src), nameObj, c.mode, uint64(f.buf+fastFlags), uint64(^uint32(0)))
+		codes[i], err = f.compile(in, c.src, nameObj, c.mode)
 		if err != nil {
 			return false, true, err
 		}
@@ -281,13 +297,9 @@ func (in *Interpreter) runSplit(f *fastState, code string, nameObj uint64) (ok, 
 		if c == 0 {
 			continue
 		}
-		res, err := f.call(in, f.fn.eval, c, uint64(f.obj.Globals), uint64(f.obj.Globals))
-		if err != nil || res == 0 {
+		if raised, err := in.fastEval(f, c); raised || err != nil {
 			ok, err := in.fastFail(f, err)
 			return ok, true, err
-		}
-		if uint32(res) != f.obj.None {
-			in.decRef(ctx, res)
 		}
 	}
 	return true, true, in.fastFlush(f)

@@ -260,10 +260,7 @@ func (in *Interpreter) touchErrorPaths(ctx context.Context) {
 		// Cells take the fast path: take it, and have the bootstrap only
 		// forget the cells.
 		for _, code := range touchCells {
-			_, _ = in.serveLocked(ctx, Output{}, func() (bool, error) {
-				in.channel.reset(nil, nil)
-				return in.runFast(f, code, touchName, false)
-			})
+			_, _ = in.serveLocked(ctx, Output{}, func() (bool, error) { return in.runFast(f, code, touchName, false) })
 		}
 		op = "untouch"
 	}
