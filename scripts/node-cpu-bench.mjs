@@ -6,7 +6,8 @@
 //   node scripts/node-cpu-bench.mjs PYODIDE_DIR CONTEXT_FILE SPEC_FILE
 //
 // SPEC_FILE is JSON: {"rows": [{"name", "setup", "op"}], "runs": N,
-// "steps": [{"name", "code"}], "iterations": M}. Each row's op runs once to
+// "steps": [{"name", "code"}], "iterations": M}; rows or steps may be null
+// (the Go benchmark runs the steps in an interpreter of their own). Each row's op runs once to
 // warm up, then N times, each timed in Python with time.perf_counter as the
 // Go benchmark does. The steps run once to warm up, then M times in order,
 // each timed around runPython (no process boundary: Node's figure is the
@@ -51,7 +52,7 @@ function run(what, code) {
 }
 
 const out = { rows: {}, steps: {} };
-for (const row of spec.rows) {
+for (const row of spec.rows ?? []) {
   if (row.setup) run(row.name, row.setup);
   run(row.name, "import time\n" + row.op);
   const code = "_t = time.perf_counter()\n" + row.op + "\n_t = time.perf_counter() - _t";
@@ -62,12 +63,12 @@ for (const row of spec.rows) {
   }
   out.rows[row.name] = times;
 }
-for (const s of spec.steps) {
+for (const s of spec.steps ?? []) {
   run(s.name, s.code);
   out.steps[s.name] = [];
 }
 for (let i = 0; i < spec.iterations; i++) {
-  for (const s of spec.steps) {
+  for (const s of spec.steps ?? []) {
     const t0 = performance.now();
     run(s.name, s.code);
     out.steps[s.name].push(performance.now() - t0);
