@@ -78,8 +78,11 @@ func (in *Interpreter) ExecInteractive(ctx context.Context, code string, out Out
 
 func (in *Interpreter) exec(ctx context.Context, code string, interactive bool, out Output) (*Result, error) {
 	name := cellName(in.cells.Add(1))
+	// The host runs the cell itself (fastexec.go) when the interpreter has
+	// the fast path and compile() takes the code as it passes it.
+	fast := in.fastObj.Globals != 0 && fastable(code)
 	var req []byte
-	if in.fastObj.Globals == 0 || !fastable(code) {
+	if !fast {
 		var err error
 		if req, err = pymarshal.Encode(pymarshal.Tuple{"exec", code, interactive, name}); err != nil {
 			return nil, err
@@ -89,7 +92,7 @@ func (in *Interpreter) exec(ctx context.Context, code string, interactive bool, 
 	var calls int
 	var reply any
 	var err error
-	if req == nil {
+	if fast {
 		reply, err = in.serve(ctx, out, &calls, func() (bool, error) {
 			return in.runFast(in.fastPath(), code, name, interactive)
 		})

@@ -143,9 +143,8 @@ func (in *Interpreter) runFast(f *fastState, code, name string, interactive bool
 	ctx := in.killCtx
 	in.channel.reset(nil, nil) // the reply of a cell that raises
 	// The source, and for an interactive cell room for its two parts
-	// (runSplit).
-	// (Its two parts and the newlines before the second take at most
-	// twice the cell.)
+	// (runSplit): they and the newlines before the second take at most
+	// twice the cell.
 	need := uint64(len(code)) + 1
 	if interactive {
 		need += 2*uint64(len(code)) + 2

@@ -7,13 +7,14 @@
 //
 // SPEC_FILE is JSON: {"rows": [{"name", "setup", "op"}], "runs": N,
 // "steps": [{"name", "code"}], "iterations": M}; rows or steps may be null
-// (the Go benchmark runs the steps in an interpreter of their own). Each row's op runs once to
-// warm up, then N times, each timed in Python with time.perf_counter as the
-// Go benchmark does. The steps run once to warm up, then M times in order,
-// each timed around runPython (no process boundary: Node's figure is the
-// lower bound of a Node worker's). llm_query_batched answers at once, as
-// the Go benchmark's callback does. Prints one JSON object: {"rows": {name:
-// [ms, ...]}, "steps": {name: [ms, ...]}}.
+// (the Go benchmark runs the steps in an interpreter of their own). Each
+// row's op runs once to warm up, then N times, each timed in Python with
+// time.perf_counter as the Go benchmark does. The steps run once to warm
+// up, then M times in order, each timed around runPython (no process
+// boundary: Node's figure is the lower bound of a Node worker's).
+// llm_query_batched answers at once, as the Go benchmark's callback does.
+// Prints one JSON object: {"rows": {name: [ms, ...]}, "steps": {name: [ms,
+// ...]}}.
 import fs from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
@@ -51,8 +52,9 @@ function run(what, code) {
   }
 }
 
+const rows = spec.rows ?? [], steps = spec.steps ?? [];
 const out = { rows: {}, steps: {} };
-for (const row of spec.rows ?? []) {
+for (const row of rows) {
   if (row.setup) run(row.name, row.setup);
   run(row.name, "import time\n" + row.op);
   const code = "_t = time.perf_counter()\n" + row.op + "\n_t = time.perf_counter() - _t";
@@ -63,12 +65,12 @@ for (const row of spec.rows ?? []) {
   }
   out.rows[row.name] = times;
 }
-for (const s of spec.steps ?? []) {
+for (const s of steps) {
   run(s.name, s.code);
   out.steps[s.name] = [];
 }
 for (let i = 0; i < spec.iterations; i++) {
-  for (const s of spec.steps ?? []) {
+  for (const s of steps) {
     const t0 = performance.now();
     run(s.name, s.code);
     out.steps[s.name].push(performance.now() - t0);
