@@ -202,6 +202,26 @@ func write(w io.Writer, r results) {
 	} else {
 		fmt.Fprintf(w, "| RLM iteration, worker | 221 / 117 ms = 1.9× | not run (%s) | | | ≤ 1× Node | — |\n", it)
 	}
+	writeCalibration(w, r)
+}
+
+// writeCalibration compares this machine with the one the issues were
+// measured on, by Node's time on the two simplest CPU rows (one scan each
+// of a 10 MB context generated like the issue's, the same operation then
+// and now): the absolute limits (µs, ms, the iteration's 117 ms) were set
+// there.
+func writeCalibration(w io.Writer, r results) {
+	count, ok1 := r.get("CPU/count", "node-ms/op")
+	find, ok2 := r.get("CPU/find", "node-ms/op")
+	if !ok1 || !ok2 || count == 0 || find == 0 {
+		return
+	}
+	const issueCount, issueFind = 7.6, 6.0 // Node's figures in issue 15's table
+	x := (count/issueCount + find/issueFind) / 2
+	fmt.Fprintf(w, "\nThis machine against the issues': Node took %s and %s ms on the count and find rows in this run "+
+		"(the same operations over a 10 MB context generated like the issue's), against %s and %s ms in issue 15's table: "+
+		"%s× as long. The absolute limits above (µs, ms, the 117 ms) were set on that machine.\n",
+		num(count), num(find), lim(issueCount), lim(issueFind), num(x))
 }
 
 // lim prints a limit as the issue gives it.
