@@ -255,8 +255,8 @@ func nodeBench(b *testing.B, text string) *nodeFigures {
 }
 
 // nodeSteps runs rlmSteps under Node, in an interpreter of its own, once to
-// warm up and then iterations times, and returns their figures; nil when
-// Node cannot run (nodeBench says why).
+// warm up and then iterations times, and returns their figures; nil
+// (logged once, by runNode) when Node or the Pyodide package is missing.
 func nodeSteps(b *testing.B, text string, iterations int) *nodeFigures {
 	spec := nodeSpec{Iterations: iterations}
 	for _, s := range rlmSteps {
