@@ -83,7 +83,8 @@ soak: all
 	RLM_SOAK=1 $(GO) test -count=1 -timeout 10m -v -run 'TestSoak|TestSupervisorKilled|TestHostilePrograms|TestEscape|TestHardening' ./tests/
 
 # The CPU benchmarks also run their rows under Node + Pyodide, the system
-# rlm-sandbox replaces, from the same npm package (scripts/node-cpu-bench.mjs).
+# rlm-sandbox replaces, from the same npm package (scripts/node-cpu-bench.mjs),
+# and in native CPython, the python3 on PATH (scripts/native-cpu-bench.py).
 NODE_PYODIDE := build/node-pyodide-$(PYODIDE_VERSION)
 
 $(NODE_PYODIDE)/.complete: scripts/fetch-pyodide.sh

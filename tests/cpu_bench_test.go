@@ -77,7 +77,9 @@ func cpuContext() string {
 // the guest's own time per operation (guest-ms/op), measured in Python with
 // time.perf_counter, so that the request path does not count. Workers run
 // the guest without bounds checks (RATIONALE.md); RLM_SANDBOX_BOUNDS_CHECKS=1
-// in the environment keeps them, for comparison.
+// in the environment keeps them, for comparison. Next to it: Node +
+// Pyodide's mean (node-ms/op, x-node) and native CPython's best of five
+// (native-ms/op), each run once per process on the same context.
 func BenchmarkCPU(b *testing.B) {
 	text := cpuContext()
 	ctx := context.Background()
@@ -113,6 +115,9 @@ func BenchmarkCPU(b *testing.B) {
 				n := mean(node.Rows[row.name])
 				b.ReportMetric(n, "node-ms/op")
 				b.ReportMetric(ms/n, "x-node")
+			}
+			if native := nativeBench(b, text); native != nil {
+				b.ReportMetric(slices.Min(native.Rows[row.name]), "native-ms/op")
 			}
 		})
 	}
@@ -254,6 +259,46 @@ func nodeBench(b *testing.B, text string) *nodeFigures {
 	return nodeResults
 }
 
+var (
+	nativeOnce    sync.Once
+	nativeResults *nodeFigures
+)
+
+// nativeBench runs the CPU rows once per process in native CPython (the
+// python3 on PATH), on the same context, and returns their figures (each
+// row's best of five is what issue 15's native column compares with); nil
+// (logged) when there is no python3. They are a measure of the machine:
+// `make bench` sets them against the issue's native column.
+func nativeBench(b *testing.B, text string) *nodeFigures {
+	nativeOnce.Do(func() {
+		py, err := osexec.LookPath("python3")
+		if err != nil {
+			b.Logf("no native CPython figures: %v", err)
+			return
+		}
+		spec := nodeSpec{Runs: 5}
+		for _, r := range cpuRows {
+			spec.Rows = append(spec.Rows, nodeRow{r.name, r.setup, r.op})
+		}
+		ctxFile, specFile := benchFiles(b, text, spec)
+		defer os.RemoveAll(filepath.Dir(ctxFile))
+		out, err := osexec.Command(py, filepath.Join("..", "scripts", "native-cpu-bench.py"), ctxFile, specFile).Output()
+		if err != nil {
+			b.Fatalf("native-cpu-bench.py: %v", err)
+		}
+		var f struct {
+			nodeFigures
+			Version string `json:"version"`
+		}
+		if err := json.Unmarshal(out, &f); err != nil {
+			b.Fatalf("native-cpu-bench.py output %q: %v", out, err)
+		}
+		b.Logf("native figures: CPython %s (%s)", f.Version, py)
+		nativeResults = &f.nodeFigures
+	})
+	return nativeResults
+}
+
 // nodeSteps runs rlmSteps under Node, in an interpreter of its own, once to
 // warm up and then iterations times, and returns their figures; nil
 // (logged once, by runNode) when Node or the Pyodide package is missing.
@@ -303,19 +348,8 @@ func runNode(b *testing.B, text string, spec nodeSpec) *nodeFigures {
 		})
 		return nil
 	}
-	tmp, err := os.MkdirTemp("", "rlm-node-bench")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer os.RemoveAll(tmp)
-	ctxFile, specFile := filepath.Join(tmp, "context.txt"), filepath.Join(tmp, "spec.json")
-	js, _ := json.Marshal(spec)
-	if err := os.WriteFile(specFile, js, 0o644); err != nil {
-		b.Fatal(err)
-	}
-	if err := os.WriteFile(ctxFile, []byte(text), 0o644); err != nil {
-		b.Fatal(err)
-	}
+	ctxFile, specFile := benchFiles(b, text, spec)
+	defer os.RemoveAll(filepath.Dir(ctxFile))
 	cmd := osexec.Command(node, filepath.Join("..", "scripts", "node-cpu-bench.mjs"), dir, ctxFile, specFile)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
@@ -341,4 +375,25 @@ func median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// benchFiles writes text and spec into a new temporary directory, for the
+// Node and native scripts, and returns their paths; the caller removes the
+// directory.
+func benchFiles(b *testing.B, text string, spec nodeSpec) (ctxFile, specFile string) {
+	tmp, err := os.MkdirTemp("", "rlm-cpu-bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctxFile, specFile = filepath.Join(tmp, "context.txt"), filepath.Join(tmp, "spec.json")
+	js, _ := json.Marshal(spec)
+	if err := os.WriteFile(specFile, js, 0o644); err != nil {
+		os.RemoveAll(tmp)
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(ctxFile, []byte(text), 0o644); err != nil {
+		os.RemoveAll(tmp)
+		b.Fatal(err)
+	}
+	return ctxFile, specFile
 }
