@@ -4,19 +4,24 @@
 // (tests/cpu_bench_test.go starts it).
 //
 //   node scripts/node-cpu-bench.mjs PYODIDE_DIR CONTEXT_FILE SPEC_FILE
+//   node scripts/node-cpu-bench.mjs PYODIDE_DIR CONTEXT_FILE -
 //
 // SPEC_FILE is JSON: {"rows": [{"name", "setup", "op"}], "runs": N,
 // "steps": [{"name", "code"}], "iterations": M}; rows or steps may be null
-// (the Go benchmark runs the steps in an interpreter of their own). Each
+// (the Go benchmark runs the steps in an interpreter of their own). With
+// "-", specs come from standard input, one JSON object per line, and each
+// gets its answer line in turn, from the same interpreter until the input
+// ends (the Go benchmark sends each CPU row right after running it). Each
 // row's op runs once to warm up, then N times, each timed in Python with
 // time.perf_counter as the Go benchmark does. The steps run once to warm
 // up, then M times in order, each timed around runPython (no process
 // boundary: Node's figure is the lower bound of a Node worker's).
 // llm_query_batched answers at once, as the Go benchmark's callback does.
-// Prints one JSON object: {"rows": {name: [ms, ...]}, "steps": {name: [ms,
-// ...]}}.
+// Prints one JSON object per spec, on a line: {"rows": {name: [ms, ...]},
+// "steps": {name: [ms, ...]}}.
 import fs from "node:fs";
 import path from "node:path";
+import readline from "node:readline";
 import { pathToFileURL } from "node:url";
 
 const [pyodideDir, contextFile, specFile] = process.argv.slice(2);
@@ -30,7 +35,6 @@ const py = await loadPyodide({
   stdout: () => {},
   stderr: () => {},
 });
-const spec = JSON.parse(fs.readFileSync(specFile, "utf8"));
 py.globals.set("context", fs.readFileSync(contextFile, "utf8"));
 py.runPython(`
 def llm_query(prompt):
@@ -52,28 +56,41 @@ function run(what, code) {
   }
 }
 
-const rows = spec.rows ?? [], steps = spec.steps ?? [];
-const out = { rows: {}, steps: {} };
-for (const row of rows) {
-  if (row.setup) run(row.name, row.setup);
-  run(row.name, "import time\n" + row.op);
-  const code = "_t = time.perf_counter()\n" + row.op + "\n_t = time.perf_counter() - _t";
-  const times = [];
-  for (let i = 0; i < spec.runs; i++) {
-    run(row.name, code);
-    times.push(py.globals.get("_t") * 1000);
+// runSpec runs one spec and returns its figures.
+function runSpec(spec) {
+  const rows = spec.rows ?? [], steps = spec.steps ?? [];
+  const out = { rows: {}, steps: {} };
+  for (const row of rows) {
+    if (row.setup) run(row.name, row.setup);
+    run(row.name, "import time\n" + row.op);
+    const code = "_t = time.perf_counter()\n" + row.op + "\n_t = time.perf_counter() - _t";
+    const times = [];
+    for (let i = 0; i < spec.runs; i++) {
+      run(row.name, code);
+      times.push(py.globals.get("_t") * 1000);
+    }
+    out.rows[row.name] = times;
   }
-  out.rows[row.name] = times;
-}
-for (const s of steps) {
-  run(s.name, s.code);
-  out.steps[s.name] = [];
-}
-for (let i = 0; i < spec.iterations; i++) {
   for (const s of steps) {
-    const t0 = performance.now();
     run(s.name, s.code);
-    out.steps[s.name].push(performance.now() - t0);
+    out.steps[s.name] = [];
   }
+  for (let i = 0; i < (spec.iterations ?? 0); i++) {
+    for (const s of steps) {
+      const t0 = performance.now();
+      run(s.name, s.code);
+      out.steps[s.name].push(performance.now() - t0);
+    }
+  }
+  return out;
 }
-process.stdout.write(JSON.stringify(out) + "\n");
+
+if (specFile === "-") {
+  const lines = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
+  for await (const line of lines) {
+    if (line.trim() === "") continue;
+    process.stdout.write(JSON.stringify(runSpec(JSON.parse(line))) + "\n");
+  }
+} else {
+  process.stdout.write(JSON.stringify(runSpec(JSON.parse(fs.readFileSync(specFile, "utf8")))) + "\n");
+}

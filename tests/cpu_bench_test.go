@@ -1,8 +1,10 @@
 package tests
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"math/rand/v2"
 	"os"
 	osexec "os/exec"
@@ -78,8 +80,9 @@ func cpuContext() string {
 // time.perf_counter, so that the request path does not count. Workers run
 // the guest without bounds checks (RATIONALE.md); RLM_SANDBOX_BOUNDS_CHECKS=1
 // in the environment keeps them, for comparison. Next to it: Node +
-// Pyodide's mean (node-ms/op, x-node) and native CPython's best of five
-// (native-ms/op), each run once per process on the same context.
+// Pyodide's mean of five (node-ms/op, x-node), run right after the row in
+// one Node interpreter kept for the benchmark, and native CPython's best of
+// five (native-ms/op), run once per process; both on the same context.
 func BenchmarkCPU(b *testing.B) {
 	text := cpuContext()
 	ctx := context.Background()
@@ -91,6 +94,8 @@ func BenchmarkCPU(b *testing.B) {
 	if err := sb.Initialize(ctx, text); err != nil {
 		b.Fatal(err)
 	}
+	node := startNode(b, text)
+	defer node.close()
 	for _, row := range cpuRows {
 		b.Run(row.name, func(b *testing.B) {
 			if row.setup != "" {
@@ -108,11 +113,11 @@ func BenchmarkCPU(b *testing.B) {
 				}
 				guest += time.Duration(s * float64(time.Second))
 			}
-			b.StopTimer() // the Node side runs once, outside the timing
+			b.StopTimer() // the Node side runs now, outside the timing
 			ms := float64(guest) / float64(time.Millisecond) / float64(b.N)
 			b.ReportMetric(ms, "guest-ms/op")
-			if node := nodeBench(b, text); node != nil {
-				n := mean(node.Rows[row.name])
+			if f := node.run(b, nodeSpec{Rows: []nodeRow{{row.name, row.setup, row.op}}, Runs: 5}); f != nil {
+				n := mean(f.Rows[row.name])
 				b.ReportMetric(n, "node-ms/op")
 				b.ReportMetric(ms/n, "x-node")
 			}
@@ -240,26 +245,6 @@ type nodeFigures struct {
 }
 
 var (
-	nodeOnce    sync.Once
-	nodeResults *nodeFigures
-)
-
-// nodeBench runs the CPU rows under Node once per process, on the same
-// context, and returns their figures; nil (logged once) when Node or the
-// Pyodide package for it is missing (`make bench` fetches it into build/,
-// or set RLM_BENCH_NODE_PYODIDE to a directory holding it).
-func nodeBench(b *testing.B, text string) *nodeFigures {
-	nodeOnce.Do(func() {
-		spec := nodeSpec{Runs: 5}
-		for _, r := range cpuRows {
-			spec.Rows = append(spec.Rows, nodeRow{r.name, r.setup, r.op})
-		}
-		nodeResults = runNode(b, text, spec)
-	})
-	return nodeResults
-}
-
-var (
 	nativeOnce    sync.Once
 	nativeResults *nodeFigures
 )
@@ -331,9 +316,11 @@ type nodeStep struct {
 
 var nodeMissing sync.Once
 
-// runNode runs spec under Node + Pyodide on text and returns its figures,
-// or nil (logged once) when Node or the Pyodide package is missing.
-func runNode(b *testing.B, text string, spec nodeSpec) *nodeFigures {
+// nodeCommand returns the command that runs scripts/node-cpu-bench.mjs
+// with args after the Pyodide directory, or nil (logged once) when Node or
+// the Pyodide package is missing (`make bench` fetches it into build/, or
+// set RLM_BENCH_NODE_PYODIDE to a directory holding it).
+func nodeCommand(b *testing.B, args ...string) *osexec.Cmd {
 	dir := os.Getenv("RLM_BENCH_NODE_PYODIDE")
 	if dir == "" {
 		dir = filepath.Join("..", "build", "node-pyodide-"+runtime.PyodideVersion)
@@ -348,10 +335,21 @@ func runNode(b *testing.B, text string, spec nodeSpec) *nodeFigures {
 		})
 		return nil
 	}
+	cmd := osexec.Command(node, append([]string{filepath.Join("..", "scripts", "node-cpu-bench.mjs"), dir}, args...)...)
+	cmd.Stderr = os.Stderr
+	return cmd
+}
+
+// runNode runs spec under Node + Pyodide on text, in an interpreter of its
+// own, and returns its figures, or nil when Node or the Pyodide package
+// is missing.
+func runNode(b *testing.B, text string, spec nodeSpec) *nodeFigures {
 	ctxFile, specFile := benchFiles(b, text, spec)
 	defer os.RemoveAll(filepath.Dir(ctxFile))
-	cmd := osexec.Command(node, filepath.Join("..", "scripts", "node-cpu-bench.mjs"), dir, ctxFile, specFile)
-	cmd.Stderr = os.Stderr
+	cmd := nodeCommand(b, ctxFile, specFile)
+	if cmd == nil {
+		return nil
+	}
 	out, err := cmd.Output()
 	if err != nil {
 		b.Fatalf("node-cpu-bench.mjs: %v", err)
@@ -361,6 +359,73 @@ func runNode(b *testing.B, text string, spec nodeSpec) *nodeFigures {
 		b.Fatalf("node-cpu-bench.mjs output %q: %v", out, err)
 	}
 	return &f
+}
+
+// nodeSession is one Node + Pyodide interpreter, holding the context, that
+// runs specs one after another (node-cpu-bench.mjs reading them from its
+// standard input): BenchmarkCPU has each row run under Node right after it
+// ran here, so that this machine's drift over minutes does not come
+// between the two figures. A nil *nodeSession (no Node) runs nothing.
+type nodeSession struct {
+	cmd *osexec.Cmd
+	in  io.WriteCloser
+	out *bufio.Reader
+	dir string
+}
+
+// startNode starts a session on text, or returns nil when Node or the
+// Pyodide package is missing.
+func startNode(b *testing.B, text string) *nodeSession {
+	ctxFile, _ := benchFiles(b, text, nodeSpec{})
+	s := &nodeSession{dir: filepath.Dir(ctxFile)}
+	s.cmd = nodeCommand(b, ctxFile, "-")
+	if s.cmd == nil {
+		os.RemoveAll(s.dir)
+		return nil
+	}
+	in, err := s.cmd.StdinPipe()
+	if err == nil {
+		var out io.ReadCloser
+		if out, err = s.cmd.StdoutPipe(); err == nil {
+			s.in, s.out = in, bufio.NewReader(out)
+			err = s.cmd.Start()
+		}
+	}
+	if err != nil {
+		os.RemoveAll(s.dir)
+		b.Fatalf("node-cpu-bench.mjs: %v", err)
+	}
+	return s
+}
+
+// run runs spec in the session and returns its figures.
+func (s *nodeSession) run(b *testing.B, spec nodeSpec) *nodeFigures {
+	if s == nil {
+		return nil
+	}
+	js, _ := json.Marshal(spec)
+	if _, err := s.in.Write(append(js, '\n')); err != nil {
+		b.Fatalf("node-cpu-bench.mjs: %v", err)
+	}
+	line, err := s.out.ReadBytes('\n')
+	if err != nil {
+		b.Fatalf("node-cpu-bench.mjs: no answer (%v)", err)
+	}
+	var f nodeFigures
+	if err := json.Unmarshal(line, &f); err != nil {
+		b.Fatalf("node-cpu-bench.mjs output %q: %v", line, err)
+	}
+	return &f
+}
+
+// close ends the session: Node exits at the end of its input.
+func (s *nodeSession) close() {
+	if s == nil {
+		return
+	}
+	s.in.Close()
+	s.cmd.Wait()
+	os.RemoveAll(s.dir)
 }
 
 func mean(xs []float64) float64 {
