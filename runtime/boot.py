@@ -143,13 +143,35 @@ def _rlm_boot():
         while tb is not None and tb.tb_frame.f_code in skip:
             tb = tb.tb_next
         try:
-            te = traceback.TracebackException(type(e), e, tb)
             # The helpers' own frames (llm_query raising BridgeError, say)
             # and the bootstrap's (its time.sleep, its import refusals)
             # are noise to the code's author: the error points at the call.
-            frames = [f for f in te.stack if f.filename not in ("<rlm>", "<rlm-boot>")]
-            if frames:
-                te.stack = traceback.StackSummary.from_list(frames)
+            # They go before the frames are summarised, which costs per
+            # frame: a traceback of the frames kept (all, if none would be).
+            kept, n, t = [], 0, tb
+            while t is not None:
+                n += 1
+                if t.tb_frame.f_code.co_filename not in ("<rlm>", "<rlm-boot>"):
+                    kept.append(t)
+                t = t.tb_next
+            if kept and len(kept) < n:
+                tb = None
+                for t in reversed(kept):
+                    tb = type(t)(tb, t.tb_frame, t.tb_lasti, t.tb_lineno)
+            te = traceback.TracebackException(type(e), e, tb)
+            # The exceptions chained to it, or in it (a group), lose them
+            # once summarised: their tracebacks are left as they are.
+            seen, todo = {id(te)}, [te]
+            while todo:
+                x = todo.pop()
+                for c in (x.__cause__, x.__context__, *(x.exceptions or ())):
+                    if c is None or id(c) in seen:
+                        continue
+                    seen.add(id(c))
+                    todo.append(c)
+                    frames = [f for f in c.stack if f.filename not in ("<rlm>", "<rlm-boot>")]
+                    if frames and len(frames) < len(c.stack):
+                        c.stack = traceback.StackSummary.from_list(frames)
             return "".join(te.format())
         except BaseException:
             return "%s: %s\n" % (type(e).__name__, message(e))

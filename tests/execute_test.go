@@ -50,19 +50,26 @@ func TestExecuteBasics(t *testing.T) {
 		})
 		t.Run("no bootstrap frames", func(t *testing.T) {
 			// The bootstrap's own Python (its time.sleep, its refusal of
-			// imports the sandbox cannot satisfy) raises on the code's
-			// behalf: the traceback ends at the code's call, as for a
-			// function written in C; exec'd strings keep their frames.
+			// imports the sandbox cannot satisfy) and the helpers' (this
+			// sandbox has no OnLLMQuery: llm_query raises BridgeError)
+			// raise on the code's behalf: the traceback ends at the code's
+			// call, as for a function written in C, in the exceptions
+			// chained to the one raised and in groups too; exec'd strings
+			// keep their frames.
 			for _, c := range []struct{ code, want, frame string }{
 				{"import time\ntime.sleep('x')", "TypeError", "time.sleep('x')"},
 				{"import js", "ImportError", "import js"},
 				{"exec('def g():\\n    1/0\\ng()')", "ZeroDivisionError", `File "<string>", line 2, in g`},
+				{"llm_query('x')", "BridgeError", "llm_query('x')"},
+				{"try:\n    llm_query('x')\nexcept Exception:\n    raise ValueError('v')", "ValueError", "llm_query('x')"},
+				{"try:\n    llm_query('x')\nexcept Exception as e:\n    raise ValueError('v') from e", "ValueError", "llm_query('x')"},
+				{"try:\n    llm_query('x')\nexcept Exception as e:\n    raise ExceptionGroup('g', [e])", "ExceptionGroup", "llm_query('x')"},
 			} {
 				ce := exec(t, sb, c.code)
 				if ce.ErrorType != c.want || !strings.Contains(ce.Traceback, c.frame) {
 					t.Fatalf("%q: got %+v", c.code, ce)
 				}
-				if strings.Contains(ce.Traceback, "<rlm-boot>") || (c.want != "ZeroDivisionError" && strings.Contains(ce.Traceback, "<string>")) {
+				if strings.Contains(ce.Traceback, `File "<rlm`) || (c.want != "ZeroDivisionError" && strings.Contains(ce.Traceback, "<string>")) {
 					t.Errorf("%q: traceback shows the bootstrap:\n%s", c.code, ce.Traceback)
 				}
 			}
