@@ -354,6 +354,11 @@ func runNode(b *testing.B, text string, spec nodeSpec) *nodeFigures {
 	if err != nil {
 		b.Fatalf("node-cpu-bench.mjs: %v", err)
 	}
+	return nodeOutput(b, out)
+}
+
+// nodeOutput decodes the figures node-cpu-bench.mjs printed.
+func nodeOutput(b *testing.B, out []byte) *nodeFigures {
 	var f nodeFigures
 	if err := json.Unmarshal(out, &f); err != nil {
 		b.Fatalf("node-cpu-bench.mjs output %q: %v", out, err)
@@ -411,11 +416,7 @@ func (s *nodeSession) run(b *testing.B, spec nodeSpec) *nodeFigures {
 	if err != nil {
 		b.Fatalf("node-cpu-bench.mjs: no answer (%v)", err)
 	}
-	var f nodeFigures
-	if err := json.Unmarshal(line, &f); err != nil {
-		b.Fatalf("node-cpu-bench.mjs output %q: %v", line, err)
-	}
-	return &f
+	return nodeOutput(b, line)
 }
 
 // close ends the session: Node exits at the end of its input.
