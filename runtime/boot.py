@@ -148,30 +148,37 @@ def _rlm_boot():
             # are noise to the code's author: the error points at the call.
             # They go before the frames are summarised, which costs per
             # frame: a traceback of the frames kept (all, if none would be).
+            own = ("<rlm>", "<rlm-boot>")
             kept, n, t = [], 0, tb
             while t is not None:
                 n += 1
-                if t.tb_frame.f_code.co_filename not in ("<rlm>", "<rlm-boot>"):
+                if t.tb_frame.f_code.co_filename not in own:
                     kept.append(t)
                 t = t.tb_next
+            te = None
             if kept and len(kept) < n:
-                tb = None
-                for t in reversed(kept):
-                    tb = type(t)(tb, t.tb_frame, t.tb_lasti, t.tb_lineno)
-            te = traceback.TracebackException(type(e), e, tb)
-            # The exceptions chained to it, or in it (a group), lose them
-            # once summarised: their tracebacks are left as they are.
-            seen, todo = {id(te)}, [te]
+                try:
+                    t2 = None
+                    for t in reversed(kept):
+                        t2 = type(t)(t2, t.tb_frame, t.tb_lasti, t.tb_lineno)
+                    te = traceback.TracebackException(type(e), e, t2)
+                except Exception:
+                    te = None  # a frame without a line number: as below
+            if te is None:
+                te = traceback.TracebackException(type(e), e, tb)
+            # The summaries left with such frames (the above could not go
+            # without them, or exceptions chained to it or in it, a group)
+            # lose them once made: the tracebacks are left as they are.
+            seen, todo = set(), [te]
             while todo:
                 x = todo.pop()
-                for c in (x.__cause__, x.__context__, *(x.exceptions or ())):
-                    if c is None or id(c) in seen:
-                        continue
-                    seen.add(id(c))
-                    todo.append(c)
-                    frames = [f for f in c.stack if f.filename not in ("<rlm>", "<rlm-boot>")]
-                    if frames and len(frames) < len(c.stack):
-                        c.stack = traceback.StackSummary.from_list(frames)
+                if x is None or id(x) in seen:
+                    continue
+                seen.add(id(x))
+                frames = [f for f in x.stack if f.filename not in own]
+                if frames and len(frames) < len(x.stack):
+                    x.stack = traceback.StackSummary.from_list(frames)
+                todo += (x.__cause__, x.__context__, *(x.exceptions or ()))
             return "".join(te.format())
         except BaseException:
             return "%s: %s\n" % (type(e).__name__, message(e))
