@@ -117,25 +117,33 @@ def _rlm_boot():
         except BaseException:
             return "<exception str() failed>"
 
-    def tb_text(e):
-        import linecache, traceback
-        # The source of the cells this traceback shows (and of the
-        # exceptions chained to it), not of every cell run so far.
-        seen, todo = set(), [e]
+    def linked(x, members):
+        # x and what is chained to it (__cause__, __context__) or in it
+        # (members(x), a group's), and theirs, each once: chains can loop.
+        seen, todo = set(), [x]
         while todo:
             x = todo.pop()
             if x is None or id(x) in seen:
                 continue
             seen.add(id(x))
-            t = x.__traceback__
-            while t is not None:
-                name = t.tb_frame.f_code.co_filename
-                src = sources.get(name)
-                if src is not None and name not in linecache.cache:
-                    linecache.cache[name] = (len(src), None, src.splitlines(True), name)
-                t = t.tb_next
-            todo.append(x.__cause__)
-            todo.append(x.__context__)
+            yield x
+            todo += (x.__cause__, x.__context__, *members(x))
+
+    def tb_text(e):
+        import linecache, traceback
+        # The source of the cells this traceback shows, not of every cell
+        # run so far.
+        try:
+            for x in linked(e, lambda x: x.exceptions if isinstance(x, BaseExceptionGroup) else ()):
+                t = x.__traceback__
+                while t is not None:
+                    name = t.tb_frame.f_code.co_filename
+                    src = sources.get(name)
+                    if src is not None and name not in linecache.cache:
+                        linecache.cache[name] = (len(src), None, src.splitlines(True), name)
+                    t = t.tb_next
+        except Exception:
+            pass  # a group whose exceptions are not a sequence: its lines go
         tb = e.__traceback__
         skip = {run.__code__, execute.__code__, run_interactive.__code__}
         if "ast" in sys.modules:
@@ -169,16 +177,10 @@ def _rlm_boot():
             # The summaries left with such frames (the above could not go
             # without them, or exceptions chained to it or in it, a group)
             # lose them once made: the tracebacks are left as they are.
-            seen, todo = set(), [te]
-            while todo:
-                x = todo.pop()
-                if x is None or id(x) in seen:
-                    continue
-                seen.add(id(x))
+            for x in linked(te, lambda x: x.exceptions or ()):
                 frames = [f for f in x.stack if f.filename not in own]
                 if frames and len(frames) < len(x.stack):
                     x.stack = traceback.StackSummary.from_list(frames)
-                todo += (x.__cause__, x.__context__, *(x.exceptions or ()))
             return "".join(te.format())
         except BaseException:
             return "%s: %s\n" % (type(e).__name__, message(e))

@@ -74,6 +74,21 @@ func TestExecuteBasics(t *testing.T) {
 				}
 			}
 		})
+		t.Run("group members show their lines", func(t *testing.T) {
+			// An exception caught in one cell and raised in a group by a
+			// later one: its frames are in the earlier cell, whose source
+			// the traceback shows too.
+			exec(t, sb, "def boom():\n    return 1/0\ntry:\n    boom()\nexcept Exception as e:\n    saved = e")
+			ce := exec(t, sb, "raise ExceptionGroup('g', [saved])")
+			if ce.ErrorType != "ExceptionGroup" {
+				t.Fatalf("got %+v", ce)
+			}
+			for _, want := range []string{"raise ExceptionGroup('g', [saved])", "    boom()", "return 1/0", "ZeroDivisionError: division by zero"} {
+				if !strings.Contains(ce.Traceback, want) {
+					t.Errorf("traceback lacks %q:\n%s", want, ce.Traceback)
+				}
+			}
+		})
 		t.Run("syntax error", func(t *testing.T) {
 			ce := exec(t, sb, "def broken(:\n  pass")
 			if ce.ErrorType != "SyntaxError" || !strings.Contains(ce.Traceback, "SyntaxError") {
