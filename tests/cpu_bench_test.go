@@ -286,7 +286,7 @@ func nativeBench(b *testing.B, text string) *nodeFigures {
 
 // nodeSteps runs rlmSteps under Node, in an interpreter of its own, once to
 // warm up and then iterations times, and returns their figures; nil
-// (logged once, by runNode) when Node or the Pyodide package is missing.
+// (logged once, by nodeScript) when Node or the Pyodide package is missing.
 func nodeSteps(b *testing.B, text string, iterations int) *nodeFigures {
 	spec := nodeSpec{Iterations: iterations}
 	for _, s := range rlmSteps {
@@ -316,12 +316,12 @@ type nodeStep struct {
 
 var nodeMissing sync.Once
 
-// nodeCommand returns the command that runs scripts/node-cpu-bench.mjs
-// with args after the Pyodide directory, or nil (logged once) when Node or
-// the Pyodide package is missing (`make bench` fetches it into build/, or
-// set RLM_BENCH_NODE_PYODIDE to a directory holding it).
-func nodeCommand(b *testing.B, args ...string) *osexec.Cmd {
-	dir := os.Getenv("RLM_BENCH_NODE_PYODIDE")
+// nodeScript returns the node executable and the Pyodide directory that
+// scripts/node-cpu-bench.mjs runs with, or ok false (logged once) when Node
+// or the Pyodide package is missing (`make bench` fetches it into build/,
+// or set RLM_BENCH_NODE_PYODIDE to a directory holding it).
+func nodeScript(b *testing.B) (node, dir string, ok bool) {
+	dir = os.Getenv("RLM_BENCH_NODE_PYODIDE")
 	if dir == "" {
 		dir = filepath.Join("..", "build", "node-pyodide-"+runtime.PyodideVersion)
 	}
@@ -333,8 +333,14 @@ func nodeCommand(b *testing.B, args ...string) *osexec.Cmd {
 		nodeMissing.Do(func() {
 			b.Logf("no Node + Pyodide figures (make bench fetches the package): %v", err)
 		})
-		return nil
+		return "", "", false
 	}
+	return node, dir, true
+}
+
+// nodeCommand is the command that runs scripts/node-cpu-bench.mjs with node
+// and dir (nodeScript), then args.
+func nodeCommand(node, dir string, args ...string) *osexec.Cmd {
 	cmd := osexec.Command(node, append([]string{filepath.Join("..", "scripts", "node-cpu-bench.mjs"), dir}, args...)...)
 	cmd.Stderr = os.Stderr
 	return cmd
@@ -344,13 +350,13 @@ func nodeCommand(b *testing.B, args ...string) *osexec.Cmd {
 // own, and returns its figures, or nil when Node or the Pyodide package
 // is missing.
 func runNode(b *testing.B, text string, spec nodeSpec) *nodeFigures {
-	ctxFile, specFile := benchFiles(b, text, spec)
-	defer os.RemoveAll(filepath.Dir(ctxFile))
-	cmd := nodeCommand(b, ctxFile, specFile)
-	if cmd == nil {
+	node, dir, ok := nodeScript(b)
+	if !ok {
 		return nil
 	}
-	out, err := cmd.Output()
+	ctxFile, specFile := benchFiles(b, text, spec)
+	defer os.RemoveAll(filepath.Dir(ctxFile))
+	out, err := nodeCommand(node, dir, ctxFile, specFile).Output()
 	if err != nil {
 		b.Fatalf("node-cpu-bench.mjs: %v", err)
 	}
@@ -381,13 +387,13 @@ type nodeSession struct {
 // startNode starts a session on text, or returns nil when Node or the
 // Pyodide package is missing.
 func startNode(b *testing.B, text string) *nodeSession {
-	ctxFile, _ := benchFiles(b, text, nodeSpec{})
-	s := &nodeSession{dir: filepath.Dir(ctxFile)}
-	s.cmd = nodeCommand(b, ctxFile, "-")
-	if s.cmd == nil {
-		os.RemoveAll(s.dir)
+	node, dir, ok := nodeScript(b)
+	if !ok {
 		return nil
 	}
+	ctxFile, _ := benchFiles(b, text, nodeSpec{})
+	s := &nodeSession{dir: filepath.Dir(ctxFile)}
+	s.cmd = nodeCommand(node, dir, ctxFile, "-")
 	in, err := s.cmd.StdinPipe()
 	if err == nil {
 		var out io.ReadCloser
