@@ -77,3 +77,8 @@ func enlargePipe(f syscall.Conn) {
 		_, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, 1<<20)
 	})
 }
+
+// processGone reports whether no process has the id pid: for a worker,
+// that its exit was reaped (only the goroutine waiting for it reaps it),
+// possibly a moment before that goroutine records the exit.
+func processGone(pid int) bool { return unix.Kill(pid, 0) == unix.ESRCH }

@@ -15,3 +15,7 @@ func namespacesRefused() string { return "userns, netns: Linux only" }
 func refuseNamespaces(error) bool { return false }
 
 func enlargePipe(syscall.Conn) {}
+
+// processGone is true only where it can be told (Linux); elsewhere a
+// worker's exit is known once its waiting goroutine records it.
+func processGone(int) bool { return false }

@@ -795,4 +795,10 @@ func (s *workerSandbox) Destroy() error {
 	return nil
 }
 
-func (s *workerSandbox) healthy() bool { return s.deadErr() == nil }
+// healthy reports whether the worker can still run code. The goroutine
+// that waits for the worker records its exit a moment after the process is
+// reaped; a worker whose process is gone already counts as dead too, so
+// that a pool does not hand out one killed while it was idle.
+func (s *workerSandbox) healthy() bool {
+	return s.deadErr() == nil && !processGone(s.cmd.Process.Pid)
+}
