@@ -153,6 +153,16 @@ type Config struct {
 	// pieces of at most 64 KiB. A callback that panics is logged and gets
 	// no more lines of that execution.
 	OnStdout, OnStderr func(line string)
+	// Stdout and Stderr, when set, receive what Python writes to
+	// sys.stdout and sys.stderr byte for byte, in order, as it is written
+	// (a worker sends writes on within a millisecond, several at a time):
+	// for a caller that passes the output on as it is, where OnStdout's
+	// lines would lose a missing last newline and split a line longer
+	// than 64 KiB. Each is written from one goroutine at a time; a Write
+	// that fails or panics ends that stream's writes for the execution (a
+	// panic is logged). They do not count against MaxOutputLength, and
+	// do not change what the CodeExecution keeps or what OnStdout gets.
+	Stdout, Stderr io.Writer
 	// OnLLMQuery answers Python's llm_query(prompt), and each prompt of
 	// llm_query_batched. An error it returns is raised in Python as
 	// BridgeError with the error's message. Its ctx is cancelled when the

@@ -157,8 +157,8 @@ func (d *direct) execute(ctx context.Context, code string, interactive bool) (*C
 	if !d.inited.Load() {
 		return nil, ErrNotInitialized
 	}
-	stdout := newCollector(d.cfg.MaxOutputLength, guardLine(d.cfg.Logger, "OnStdout", d.cfg.OnStdout))
-	stderr := newCollector(d.cfg.MaxOutputLength, guardLine(d.cfg.Logger, "OnStderr", d.cfg.OnStderr))
+	stdout := newCollector(d.cfg.MaxOutputLength, guardLine(d.cfg.Logger, "OnStdout", d.cfg.OnStdout), guardWriter(d.cfg.Logger, "Stdout", d.cfg.Stdout))
+	stderr := newCollector(d.cfg.MaxOutputLength, guardLine(d.cfg.Logger, "OnStderr", d.cfg.OnStderr), guardWriter(d.cfg.Logger, "Stderr", d.cfg.Stderr))
 	r := newRun(ctx, d.cfg, d.interrupt, d.kill)
 	d.running.Store(r)
 	// The interpreter runs under a context that is never cancelled: the

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -36,6 +37,7 @@ type outputCollector struct {
 	dropped   int // characters dropped from the front of tail
 	partial   []byte
 	onLine    func(string)
+	onWrite   func(string) // Config.Stdout/Stderr, guarded (guardWriter)
 }
 
 // trimSlack is how many characters beyond tailMax the tail holds before
@@ -43,8 +45,8 @@ type outputCollector struct {
 // so it is done once per trimSlack characters, not once per chunk.
 const trimSlack = 256 << 10
 
-func newCollector(max int, onLine func(string)) *outputCollector {
-	c := &outputCollector{onLine: onLine, unlimited: max < 0}
+func newCollector(max int, onLine, onWrite func(string)) *outputCollector {
+	c := &outputCollector{onLine: onLine, onWrite: onWrite, unlimited: max < 0}
 	if max >= 0 {
 		c.headMax = max / 2
 		c.tailMax = max - c.headMax
@@ -68,6 +70,9 @@ func (c *outputCollector) WriteString(s string) { c.add(s, true) }
 func (c *outputCollector) add(s string, owned bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.onWrite != nil {
+		c.onWrite(s)
+	}
 	c.lines(s, owned)
 	if c.unlimited {
 		c.head = append(c.head, s...)
@@ -145,31 +150,62 @@ func (c *outputCollector) lines(s string, owned bool) {
 	for s != "" {
 		i := strings.IndexByte(s, '\n')
 		if i < 0 {
-			c.partial = append(c.partial, s...)
-			for len(c.partial) >= maxLinePiece {
-				n := maxLinePiece
-				for n > 0 && !utf8.RuneStart(c.partial[n]) {
-					n--
-				}
-				if n == 0 {
-					n = maxLinePiece
-				}
-				c.onLine(string(c.partial[:n]))
-				c.partial = append(c.partial[:0], c.partial[n:]...)
-			}
+			c.feed(s, owned, false)
 			return
 		}
-		switch {
-		case len(c.partial) > 0:
-			c.partial = append(c.partial, s[:i]...)
-			c.onLine(string(c.partial))
-			c.partial = c.partial[:0]
-		case owned:
-			c.onLine(s[:i])
-		default:
-			c.onLine(strings.Clone(s[:i]))
-		}
+		c.feed(s[:i], owned, true)
 		s = s[i+1:]
+	}
+}
+
+// feed adds s to the line being gathered and hands onLine each piece of
+// maxLinePiece bytes it completes, cut before a character; end says s
+// ends the line, whose rest then goes to onLine too. Each byte is copied
+// at most once, however long the line.
+func (c *outputCollector) feed(s string, owned, end bool) {
+	for len(c.partial)+len(s) > maxLinePiece {
+		// Cut the line, partial then s, before its byte maxLinePiece or
+		// before the start of the character that byte is in.
+		at := func(i int) byte {
+			if i < len(c.partial) {
+				return c.partial[i]
+			}
+			return s[i-len(c.partial)]
+		}
+		k := maxLinePiece
+		for j := k; j > k-utf8.UTFMax; j-- {
+			if utf8.RuneStart(at(j)) {
+				k = j
+				break
+			}
+		}
+		if k <= len(c.partial) { // the character began in partial
+			c.onLine(string(c.partial[:k]))
+			c.partial = append(c.partial[:0], c.partial[k:]...) // < utf8.UTFMax bytes
+			continue
+		}
+		n := k - len(c.partial)
+		c.emit(s[:n], owned)
+		s = s[n:]
+	}
+	if !end {
+		c.partial = append(c.partial, s...)
+		return
+	}
+	c.emit(s, owned)
+}
+
+// emit hands onLine what partial holds followed by s, and empties partial.
+func (c *outputCollector) emit(s string, owned bool) {
+	switch {
+	case len(c.partial) > 0:
+		c.partial = append(c.partial, s...)
+		c.onLine(string(c.partial))
+		c.partial = c.partial[:0]
+	case owned:
+		c.onLine(s)
+	default:
+		c.onLine(strings.Clone(s))
 	}
 }
 
@@ -215,5 +251,30 @@ func guardLine(log *slog.Logger, name string, f func(string)) func(string) {
 			}
 		}()
 		f(line)
+	}
+}
+
+// guardWriter makes a Config.Stdout/Stderr writer a collector's onWrite:
+// each chunk is written as it is, as a view of the chunk (an io.Writer
+// keeps nothing of what it is given); a write that fails or panics ends
+// the writes of the execution, and a panic is logged.
+func guardWriter(log *slog.Logger, name string, w io.Writer) func(string) {
+	if w == nil {
+		return nil
+	}
+	broken := false // the collector calls onWrite under its lock
+	return func(s string) {
+		if broken || s == "" {
+			return
+		}
+		defer func() {
+			if p := recover(); p != nil {
+				broken = true
+				log.Error("output writer panicked; it gets no more output of this execution", "writer", name, "panic", fmt.Sprint(p))
+			}
+		}()
+		if _, err := w.Write(unsafe.Slice(unsafe.StringData(s), len(s))); err != nil {
+			broken = true
+		}
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 func TestOutputCollector(t *testing.T) {
 	var lines []string
-	c := newCollector(10, func(l string) { lines = append(lines, l) })
+	c := newCollector(10, func(l string) { lines = append(lines, l) }, nil)
 	c.WriteString("héllo ")
 	c.WriteString("wörld\nsecond line\nthird")
 	// 29 characters: the first 5 and the last 5 are kept.
@@ -26,14 +26,14 @@ func TestOutputCollector(t *testing.T) {
 		t.Fatalf("lines %q, want %q", lines, want)
 	}
 
-	exact := newCollector(10, nil)
+	exact := newCollector(10, nil, nil)
 	exact.WriteString("ééééé")
 	exact.WriteString("ééééé")
 	if got := exact.String(); got != strings.Repeat("é", 10) || exact.truncated() {
 		t.Fatalf("output of exactly the limit: %q", got)
 	}
 
-	unlimited := newCollector(-1, nil)
+	unlimited := newCollector(-1, nil, nil)
 	unlimited.WriteString(strings.Repeat("x", 1000))
 	if unlimited.String() != strings.Repeat("x", 1000) || unlimited.truncated() {
 		t.Fatal("unlimited collector dropped output")
@@ -41,7 +41,7 @@ func TestOutputCollector(t *testing.T) {
 }
 
 func TestOutputCollectorBounded(t *testing.T) {
-	c := newCollector(100, nil)
+	c := newCollector(100, nil, nil)
 	chunk := strings.Repeat("0123456789", 100) + "\n"
 	for range 10_000 { // 10 MB
 		c.WriteString(chunk)
@@ -58,7 +58,7 @@ func TestOutputCollectorBounded(t *testing.T) {
 
 func TestLinePieces(t *testing.T) {
 	var lines []string
-	c := newCollector(-1, func(l string) { lines = append(lines, l) })
+	c := newCollector(-1, func(l string) { lines = append(lines, l) }, nil)
 	c.WriteString(strings.Repeat("a", 3*maxLinePiece/2))
 	c.WriteString("\nb")
 	_ = c.String()
@@ -103,7 +103,7 @@ func TestOutputCollectorMatchesNaive(t *testing.T) {
 	for _, max := range []int{0, 1, 10, 101, 1000} {
 		var all strings.Builder
 		var lines []string
-		c := newCollector(max, func(l string) { lines = append(lines, l) })
+		c := newCollector(max, func(l string) { lines = append(lines, l) }, nil)
 		buf := make([]byte, 0, 64)
 		for range 2000 {
 			buf = buf[:0]
@@ -136,6 +136,66 @@ func TestOutputCollectorMatchesNaive(t *testing.T) {
 		}
 		if joined != all.String() {
 			t.Fatalf("max %d: lines differ from the output", max)
+		}
+	}
+}
+
+// Lines of any length reach onLine in pieces of at most maxLinePiece
+// bytes, cut before a character, which joined give the line; chunks that
+// end exactly at a piece's end (the worker sends 64 KiB frames) included.
+// onWrite sees every chunk as it came.
+func TestLongLinesInPieces(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	alphabet := []string{"x", "é", "€", "😀"}
+	for round := range 40 {
+		var text strings.Builder
+		for range 1 + rng.IntN(4) {
+			n := []int{0, 1, maxLinePiece - 1, maxLinePiece, maxLinePiece + 1, 3*maxLinePiece + rng.IntN(100), rng.IntN(5 * maxLinePiece)}[rng.IntN(7)]
+			for text.Len() < n {
+				text.WriteString(alphabet[rng.IntN(len(alphabet))])
+			}
+			text.WriteString("\n")
+		}
+		if round%2 == 1 {
+			text.WriteString(strings.Repeat("y", maxLinePiece+rng.IntN(3))) // no final newline
+		}
+		all := text.String()
+		var pieces []string
+		var written strings.Builder
+		c := newCollector(-1, func(l string) { pieces = append(pieces, l) }, func(s string) { written.WriteString(s) })
+		for s := all; s != ""; {
+			n := min(len(s), []int{maxLinePiece, 1 + rng.IntN(maxLinePiece+2), 1 + rng.IntN(10)}[rng.IntN(3)])
+			c.Write([]byte(s[:n]))
+			s = s[n:]
+		}
+		if got := c.String(); got != all {
+			t.Fatalf("round %d: kept %d bytes of %d", round, len(got), len(all))
+		}
+		if written.String() != all {
+			t.Fatalf("round %d: onWrite got %d bytes of %d", round, written.Len(), len(all))
+		}
+		// Each line is the join of the next pieces, or one empty piece.
+		lines := strings.Split(strings.TrimSuffix(all, "\n"), "\n")
+		next := 0
+		for _, line := range lines {
+			var joined strings.Builder
+			for first := true; first || joined.Len() < len(line); first = false {
+				if next == len(pieces) {
+					t.Fatalf("round %d: %d pieces for %d lines", round, len(pieces), len(lines))
+				}
+				p := pieces[next]
+				next++
+				if len(p) > maxLinePiece || !utf8.ValidString(p) {
+					t.Fatalf("round %d: piece %d has %d bytes, valid UTF-8 %v", round, next-1, len(p), utf8.ValidString(p))
+				}
+				joined.WriteString(p)
+			}
+			if joined.String() != line {
+				t.Fatalf("round %d: the pieces do not join to the line", round)
+			}
+		}
+		if next != len(pieces) {
+			t.Fatalf("round %d: %d pieces left over", round, len(pieces)-next)
 		}
 	}
 }

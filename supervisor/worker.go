@@ -637,8 +637,8 @@ func (s *workerSandbox) execute(ctx context.Context, code string, interactive bo
 		return nil, ErrNotInitialized
 	}
 	streams := &execStreams{
-		stdout: newCollector(s.cfg.MaxOutputLength, guardLine(s.cfg.Logger, "OnStdout", s.cfg.OnStdout)),
-		stderr: newCollector(s.cfg.MaxOutputLength, guardLine(s.cfg.Logger, "OnStderr", s.cfg.OnStderr)),
+		stdout: newCollector(s.cfg.MaxOutputLength, guardLine(s.cfg.Logger, "OnStdout", s.cfg.OnStdout), guardWriter(s.cfg.Logger, "Stdout", s.cfg.Stdout)),
+		stderr: newCollector(s.cfg.MaxOutputLength, guardLine(s.cfg.Logger, "OnStderr", s.cfg.OnStderr), guardWriter(s.cfg.Logger, "Stderr", s.cfg.Stderr)),
 	}
 	r := newRun(ctx, s.cfg, s.interrupt, s.killStubborn)
 	s.running.Store(r)

@@ -142,8 +142,7 @@ func runExec(parent context.Context, ios *iostreams, o *execOptions) error {
 	cfg := o.sandbox.config(newLogger(ios.ErrOut, o.global.verbose))
 	streaming := !o.json && o.maxOutput == 0
 	if streaming {
-		cfg.OnStdout = lineWriter(ios.Out)
-		cfg.OnStderr = lineWriter(ios.ErrOut)
+		cfg.Stdout, cfg.Stderr = ios.Out, ios.ErrOut
 	} else {
 		cfg.MaxOutputLength = o.maxOutput
 	}
@@ -200,16 +199,6 @@ func orInterrupted(ctx context.Context, err error) error {
 		return sig
 	}
 	return err
-}
-
-// lineWriter returns an OnStdout/OnStderr callback that writes each line
-// to w as it comes.
-func lineWriter(w io.Writer) func(string) {
-	var buf []byte
-	return func(line string) {
-		buf = append(append(buf[:0], line...), '\n')
-		w.Write(buf)
-	}
 }
 
 func withNewline(s string) string {

@@ -73,8 +73,7 @@ func runRepl(parent context.Context, ios *iostreams, o *replOptions) error {
 		return err
 	}
 	cfg := o.sandbox.config(newLogger(ios.ErrOut, o.global.verbose))
-	cfg.OnStdout = lineWriter(ios.Out)
-	cfg.OnStderr = lineWriter(ios.ErrOut)
+	cfg.Stdout, cfg.Stderr = ios.Out, ios.ErrOut
 	startCtx, stopStart := interruptContext(ctx)
 	sb, err := supervisor.New(startCtx, cfg)
 	if err == nil {

@@ -1,0 +1,83 @@
+package tests
+
+import (
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
+)
+
+// syncBuffer is an io.Writer the test reads after the execution.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (w *syncBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// Long lines, a line ending exactly at a 64 KiB frame, writes without a
+// newline and a missing last newline: Config.Stdout/Stderr get the bytes
+// as written, OnStdout gets each line (in pieces of at most 64 KiB that
+// join to it), and the CodeExecution keeps it all.
+func TestOutputStreamsLongLines(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		var out, errOut syncBuffer
+		var mu sync.Mutex
+		var pieces []string
+		sb := newSandbox(t, m, supervisor.Config{
+			MaxOutputLength: -1,
+			Stdout:          &out,
+			Stderr:          &errOut,
+			OnStdout: func(l string) {
+				mu.Lock()
+				pieces = append(pieces, l)
+				mu.Unlock()
+			},
+		}, "")
+		code := "import sys\n" +
+			"print('x' * 65536)\n" + // a line that fills a 64 KiB frame, then its newline
+			"print('é' * 100_000)\n" +
+			"for _ in range(3): sys.stdout.write('y' * 1_000_000)\n" + // one 3 MB line, written in parts
+			"print()\n" +
+			"sys.stderr.write('warn')\n" +
+			"print('no newline at the end', end='')"
+		ce := exec(t, sb, code)
+		want := strings.Repeat("x", 65536) + "\n" + strings.Repeat("é", 100_000) + "\n" +
+			strings.Repeat("y", 3_000_000) + "\nno newline at the end"
+		if ce.Error != "" {
+			t.Fatalf("error: %s", ce.Error)
+		}
+		if ce.Stdout != want {
+			t.Fatalf("CodeExecution.Stdout: %d bytes, want %d", len(ce.Stdout), len(want))
+		}
+		if got := out.String(); got != want {
+			t.Fatalf("Config.Stdout got %d bytes, want %d (%q…)", len(got), len(want), got[:min(len(got), 40)])
+		}
+		if got := errOut.String(); got != "warn" || ce.Stderr != "warn" {
+			t.Fatalf("stderr: writer %q, CodeExecution %q", got, ce.Stderr)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		var joined strings.Builder
+		for _, p := range pieces {
+			if len(p) > 64<<10 {
+				t.Fatalf("OnStdout got a piece of %d bytes", len(p))
+			}
+			joined.WriteString(p)
+		}
+		if joined.String() != strings.ReplaceAll(want, "\n", "") {
+			t.Fatalf("OnStdout's pieces join to %d bytes, want %d", joined.Len(), len(want)-3)
+		}
+	})
+}
