@@ -267,6 +267,8 @@ def _rlm_boot():
             return bytes(v)
         try:
             return repr(v)
+        except KeyboardInterrupt:
+            raise  # the host stopped the request (a repr that runs too long)
         except BaseException as e:
             return "<%s object; repr() raised %s>" % (t.__name__, type(e).__name__)
 

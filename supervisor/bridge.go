@@ -10,14 +10,13 @@ import (
 // callbacks of its Config.
 type bridges struct {
 	cfg Config
-	sem chan struct{} // MaxBridgeConcurrency slots
 
 	mu      sync.Mutex
 	context any // the value last passed to Initialize
 }
 
 func newBridges(cfg Config) *bridges {
-	return &bridges{cfg: cfg, sem: make(chan struct{}, cfg.MaxBridgeConcurrency)}
+	return &bridges{cfg: cfg}
 }
 
 func (b *bridges) setContext(v any) {
@@ -36,7 +35,10 @@ func (b *bridges) currentContext() any {
 var errNoRun = errors.New("no execution is running")
 
 // call runs one host callback for the execution r. Its waiting, for a slot
-// and for the callback, does not count as Python time.
+// and for the callback, does not count as Python time. The slots
+// (MaxBridgeConcurrency) are the execution's own: a callback that ignores
+// its context and runs on after the execution ended holds none of the
+// next execution's.
 func (b *bridges) call(r *run, method string, args []any) (result any, err error) {
 	if r == nil {
 		return nil, errNoRun
@@ -45,16 +47,22 @@ func (b *bridges) call(r *run, method string, args []any) (result any, err error
 	r.clock.enter()
 	defer r.clock.leave()
 	ctx := r.bridgeCtx()
+	sem := r.bridgeSlots(b.cfg.MaxBridgeConcurrency)
 	select {
-	case b.sem <- struct{}{}:
+	case sem <- struct{}{}:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	defer func() { <-b.sem }()
+	defer func() { <-sem }()
 	defer func() {
 		if p := recover(); p != nil {
 			b.cfg.Logger.Error("bridge callback panicked", "method", method, "panic", fmt.Sprint(p))
 			err = fmt.Errorf("the host's %s callback failed (it panicked)", method)
+		}
+		if err != nil && err.Error() == "" {
+			// Python raises BridgeError with the message: an empty one
+			// would read as no error at all.
+			err = fmt.Errorf("the host's %s callback returned an error with no message (%T)%w", method, err, err)
 		}
 	}()
 	switch method {

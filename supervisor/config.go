@@ -151,7 +151,11 @@ type Config struct {
 	// it is written (without the newline). They are called from one
 	// goroutine at a time per stream, in order; a very long line arrives in
 	// pieces of at most 64 KiB. A callback that panics is logged and gets
-	// no more lines of that execution.
+	// no more lines of that execution. The output callbacks (and Stdout,
+	// Stderr) run on the execution's path: keep them quick, or hand the
+	// lines off. The code waits for a slow one, which counts against
+	// Timeout, and once the execution is stopped against GracePeriod,
+	// whose end kills the interpreter.
 	OnStdout, OnStderr func(line string)
 	// Stdout and Stderr, when set, receive what Python writes to
 	// sys.stdout and sys.stderr byte for byte, in order, as it is written
@@ -177,8 +181,10 @@ type Config struct {
 	// omitted it, the sandbox's current context: the value last passed to
 	// Initialize (the very value, not a copy).
 	OnRLMQuery func(ctx context.Context, task string, context any) (string, error)
-	// MaxBridgeConcurrency bounds how many host callbacks run at once for
-	// the batched bridges. Default: DefaultMaxBridgeConcurrency (8).
+	// MaxBridgeConcurrency bounds how many host callbacks of one execution
+	// run at once (the batched bridges run several). Callbacks that ignore
+	// their ctx and run on after their execution ended no longer count
+	// against the next execution's. Default: DefaultMaxBridgeConcurrency (8).
 	MaxBridgeConcurrency int
 	// Logger receives the supervisor's logs and the worker's. Default: a
 	// logger that discards.

@@ -60,6 +60,9 @@ func (d *direct) acquire(ctx context.Context) error {
 	if err := d.usable(); err != nil {
 		return err
 	}
+	if err := ctx.Err(); err != nil { // select would pick a free slot half the time
+		return fmt.Errorf("%w: %w", ErrCanceled, err)
+	}
 	select {
 	case d.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -92,8 +95,8 @@ func (d *direct) Initialize(ctx context.Context, value any) error {
 		return err
 	}
 	defer d.release()
-	if err := d.in.SetContext(ctx, v); err != nil {
-		return d.fail("initialize", err)
+	if err := d.underRun(ctx, "initialize", func() error { return d.in.SetContext(context.Background(), v) }); err != nil {
+		return err
 	}
 	d.bridges.setContext(value)
 	d.inited.Store(true)
@@ -112,13 +115,14 @@ func (d *direct) SetVariable(ctx context.Context, name string, value any) error 
 	if !d.inited.Load() {
 		return ErrNotInitialized
 	}
-	if name == "context" {
-		err = d.in.SetContext(ctx, v)
-	} else {
-		err = d.in.Set(ctx, name, v)
-	}
+	err = d.underRun(ctx, "set variable "+name, func() error {
+		if name == "context" {
+			return d.in.SetContext(context.Background(), v)
+		}
+		return d.in.Set(context.Background(), name, v)
+	})
 	if err != nil {
-		return d.fail("set variable", err)
+		return err
 	}
 	if name == "context" {
 		d.bridges.setContext(value)
@@ -134,11 +138,42 @@ func (d *direct) GetVariable(ctx context.Context, name string) (any, bool, error
 	if !d.inited.Load() {
 		return nil, false, ErrNotInitialized
 	}
-	v, found, err := d.in.Get(ctx, name)
+	var v any
+	var found bool
+	err := d.underRun(ctx, "get variable "+name, func() (err error) {
+		v, found, err = d.in.Get(context.Background(), name)
+		return err
+	})
 	if err != nil {
-		return nil, false, d.fail("get variable", err)
+		return nil, false, err
 	}
 	return v, found, nil
+}
+
+// underRun runs f, a request other than Execute that may run the
+// sandbox's own Python code (converting a value calls its __repr__ or
+// __iter__, replacing one its __del__), under the limits of an Execute:
+// the caller's ctx, Cancel, Timeout and WallTimeout interrupt it, and an
+// interpreter that ignores the interrupt is killed after GracePeriod.
+func (d *direct) underRun(ctx context.Context, what string, f func() error) error {
+	r := newRun(ctx, d.cfg, d.interrupt, d.kill)
+	d.running.Store(r)
+	err := f()
+	d.running.Store(nil)
+	why, killed := r.end()
+	if why != nil {
+		d.intr.Swap(0) // a stop that came after f returned left the interrupt pending
+	}
+	switch {
+	case killed:
+		d.markDead(fmt.Errorf("%w: killed after ignoring the interrupt for %v", ErrDead, d.cfg.GracePeriod))
+		return fmt.Errorf("supervisor: %s: %w (the sandbox's code ignored KeyboardInterrupt and was killed; the sandbox is dead: %w)", what, why, ErrDead)
+	case err == nil:
+		return nil
+	case why != nil: // interrupted (the code may have turned the interrupt into another error)
+		return fmt.Errorf("supervisor: %s: %w", what, why)
+	}
+	return d.fail(what, err)
 }
 
 func (d *direct) Execute(ctx context.Context, code string) (*CodeExecution, error) {
@@ -188,7 +223,7 @@ func (d *direct) execute(ctx context.Context, code string, interactive bool) (*C
 	}
 	if killed {
 		d.markDead(fmt.Errorf("%w: killed after ignoring the interrupt for %v", ErrDead, d.cfg.GracePeriod))
-		return ce, fmt.Errorf("%w (the code ignored KeyboardInterrupt and was killed; the sandbox is dead)", why)
+		return ce, fmt.Errorf("%w (the code ignored KeyboardInterrupt and was killed; the sandbox is dead: %w)", why, ErrDead)
 	}
 	if err != nil {
 		if errors.Is(err, runtime.ErrInterrupted) && why != nil {
@@ -224,6 +259,9 @@ func (d *direct) IsComplete(ctx context.Context, source string) (bool, error) {
 func (d *direct) Stats(ctx context.Context) (Stats, error) {
 	if err := d.usable(); err != nil {
 		return Stats{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Stats{}, fmt.Errorf("%w: %w", ErrCanceled, err)
 	}
 	return Stats{
 		HardeningRefused:  d.info.HardeningRefused,

@@ -32,6 +32,17 @@ type run struct {
 	// the first call; it is cancelled when the execution is stopped or ends.
 	ctx    context.Context
 	cancel context.CancelFunc
+	slots  chan struct{} // the bridge callbacks' slots, made on the first call
+}
+
+// bridgeSlots returns the execution's n slots for bridge callbacks.
+func (r *run) bridgeSlots(n int) chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.slots == nil {
+		r.slots = make(chan struct{}, n)
+	}
+	return r.slots
 }
 
 // newRun starts the clocks of an execution. interrupt and kill act on the

@@ -9,7 +9,7 @@ import (
 // process, or the interpreter in this process) behave the same.
 //
 // Calls on one sandbox are serialised: a call made while another runs waits
-// for it (or for its own context). Cancel and Destroy never wait.
+// for it (or for its own context). Cancel, Destroy and Restart do not wait.
 type Sandbox interface {
 	// Initialize makes value the Python global `context`: a string
 	// becomes a str, and any JSON-like Go value (maps with string keys,
@@ -39,17 +39,24 @@ type Sandbox interface {
 	Stats(ctx context.Context) (Stats, error)
 	// GetVariable returns a global of __main__ converted to Go (see
 	// runtime.Interpreter.Get for the types); found is false when there is
-	// no such global.
+	// no such global. Converting a value can run the sandbox's own code
+	// (its __repr__, a list subclass's __iter__), so GetVariable runs under
+	// an Execute's limits: ctx, Cancel, Timeout and WallTimeout interrupt
+	// it (ErrCanceled, ErrTimeout), and code that ignores the interrupt is
+	// killed after GracePeriod (the sandbox is then dead, ErrDead).
 	GetVariable(ctx context.Context, name string) (value any, found bool, err error)
-	// SetVariable binds a global of __main__ to a Go value.
+	// SetVariable binds a global of __main__ to a Go value, under the same
+	// limits as GetVariable (the value it replaces may run its __del__).
 	SetVariable(ctx context.Context, name string, value any) error
-	// Cancel interrupts the running Execute (KeyboardInterrupt; killed
-	// after the grace period if it does not stop). It does nothing when
-	// nothing runs.
+	// Cancel interrupts the running Execute, GetVariable or SetVariable
+	// (KeyboardInterrupt; killed after the grace period if it does not
+	// stop). It does nothing when nothing runs.
 	Cancel()
 	// Restart replaces the sandbox's interpreter (or worker process) with a
 	// fresh one, for example after it was killed (ErrDead). Everything the
-	// old one held is gone, `context` included: call Initialize again.
+	// old one held is gone, `context` included: call Initialize again. It
+	// does not wait for a running call: that call ends as Destroy would end
+	// it (ErrDestroyed).
 	Restart(ctx context.Context) error
 	// Destroy releases the sandbox. It is idempotent, safe to call at any
 	// time, and ends a running Execute.

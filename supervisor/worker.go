@@ -355,6 +355,9 @@ func (s *workerSandbox) acquire(ctx context.Context) error {
 	if err := s.deadErr(); err != nil {
 		return err
 	}
+	if err := ctx.Err(); err != nil { // select would pick a free slot half the time
+		return fmt.Errorf("%w: %w", ErrCanceled, err)
+	}
 	select {
 	case s.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -456,7 +459,7 @@ func (s *workerSandbox) Initialize(ctx context.Context, value any) error {
 		return fmt.Errorf("supervisor: initialize: %w", err)
 	}
 	defer s.unstage()
-	if _, err := s.call(ctx, ipc.KindInitialize, ipc.Initialize{Context: wire, Staged: staged}); err != nil {
+	if _, err := s.callRun(ctx, "initialize", ipc.KindInitialize, ipc.Initialize{Context: wire, Staged: staged}); err != nil {
 		return err
 	}
 	s.bridges.setContext(value)
@@ -551,7 +554,7 @@ func (s *workerSandbox) GetVariable(ctx context.Context, name string) (any, bool
 	if !s.inited.Load() {
 		return nil, false, ErrNotInitialized
 	}
-	m, err := s.call(ctx, ipc.KindGetVariable, ipc.GetVariable{Name: name})
+	m, err := s.callRun(ctx, "get variable "+name, ipc.KindGetVariable, ipc.GetVariable{Name: name})
 	if err != nil {
 		return nil, false, err
 	}
@@ -581,14 +584,61 @@ func (s *workerSandbox) SetVariable(ctx context.Context, name string, value any)
 	defer s.unstage()
 	if name == "context" {
 		// Setting the context is what Initialize does.
-		_, err = s.call(ctx, ipc.KindInitialize, ipc.Initialize{Context: wire, Staged: staged})
+		_, err = s.callRun(ctx, "set variable context", ipc.KindInitialize, ipc.Initialize{Context: wire, Staged: staged})
 		if err == nil {
 			s.bridges.setContext(value)
 		}
 		return err
 	}
-	_, err = s.call(ctx, ipc.KindSetVariable, ipc.SetVariable{Name: name, Value: wire, Staged: staged})
+	_, err = s.callRun(ctx, "set variable "+name, ipc.KindSetVariable, ipc.SetVariable{Name: name, Value: wire, Staged: staged})
 	return err
+}
+
+// callRun is call for a request other than Execute that may run the
+// sandbox's own Python code (converting a value calls its __repr__ or
+// __iter__, replacing one its __del__): it runs under the limits of an
+// Execute, so the caller's ctx, Cancel, Timeout and WallTimeout interrupt
+// it, and a worker that ignores the interrupt is killed after GracePeriod.
+func (s *workerSandbox) callRun(ctx context.Context, what string, kind ipc.Kind, body any) (ipc.Message, error) {
+	r := newRun(ctx, s.cfg, s.interrupt, s.killStubborn)
+	s.running.Store(r)
+	id, ch, err := s.send(kind, body, nil)
+	var m ipc.Message
+	got := false
+	if err == nil {
+		// No cancellation here: the run interrupts the code, and the
+		// worker replies (or is killed, and the frames end).
+		m, got, _ = s.await(nil, id, ch, nil)
+		s.forget(id)
+	}
+	s.running.Store(nil)
+	s.mu.Lock()
+	clear(s.asked)
+	s.mu.Unlock()
+	why, killed := r.end()
+	if why != nil && got {
+		s.page.Store(0) // a stop that came after the reply left the interrupt pending
+	}
+	switch {
+	case err != nil:
+		return ipc.Message{}, err
+	case killed:
+		return ipc.Message{}, fmt.Errorf("supervisor: %s: %w (the sandbox's code ignored KeyboardInterrupt and the worker was killed; the sandbox is dead: %w)", what, why, s.deadErr())
+	case !got && why != nil:
+		return ipc.Message{}, fmt.Errorf("supervisor: %s: %w: %w", what, why, s.deadErr())
+	case !got:
+		return ipc.Message{}, s.deadErr()
+	}
+	if err := replyErr(m); err != nil {
+		if errors.Is(err, ErrDead) {
+			s.markDead(err)
+		}
+		if why != nil { // interrupted (the code may have turned the interrupt into another error)
+			return ipc.Message{}, fmt.Errorf("supervisor: %s: %w", what, why)
+		}
+		return ipc.Message{}, err
+	}
+	return m, nil
 }
 
 // answerBridge runs a bridge call of the running code and sends the answer.
@@ -665,7 +715,7 @@ func (s *workerSandbox) execute(ctx context.Context, code string, interactive bo
 		return nil, err
 	}
 	if killed {
-		return s.execution(code, streams, r, nil), fmt.Errorf("%w (the code ignored KeyboardInterrupt and the worker was killed; the sandbox is dead)", why)
+		return s.execution(code, streams, r, nil), fmt.Errorf("%w (the code ignored KeyboardInterrupt and the worker was killed; the sandbox is dead: %w)", why, s.deadErr())
 	}
 	if !got {
 		ce := s.execution(code, streams, r, nil)

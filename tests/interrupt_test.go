@@ -125,8 +125,8 @@ while True:
     except KeyboardInterrupt:
         pass
 `)
-		if !errors.Is(err, supervisor.ErrTimeout) {
-			t.Fatalf("err = %v, want ErrTimeout", err)
+		if !errors.Is(err, supervisor.ErrTimeout) || !errors.Is(err, supervisor.ErrDead) {
+			t.Fatalf("err = %v, want ErrTimeout and ErrDead (the kill's own error says the sandbox is dead)", err)
 		}
 		if ce == nil || ce.Stdout != "stubborn\n" {
 			t.Fatalf("execution = %+v", ce)

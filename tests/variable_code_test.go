@@ -1,0 +1,90 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
+)
+
+// GetVariable and SetVariable can run the sandbox's own code (a value's
+// __repr__, __iter__ or __del__): the limits of an Execute bound them, so
+// hostile code cannot hang the host's calls, and the sandbox stays usable
+// when the code gives in to the interrupt.
+func TestVariablesRunUnderLimits(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{Timeout: 300 * time.Millisecond, GracePeriod: 300 * time.Millisecond}, "")
+		exec(t, sb, "class Spin:\n"+
+			"    def __repr__(self):\n        while True: pass\n"+
+			"    def __del__(self):\n        while True: pass\n"+
+			"class Endless(list):\n"+
+			"    def __iter__(self):\n        while True: yield 1\n"+
+			"spin, endless, stubborn = Spin(), Endless([1]), None")
+
+		t.Run("repr that loops: Timeout", func(t *testing.T) {
+			_, _, err := sb.GetVariable(context.Background(), "spin")
+			if !errors.Is(err, supervisor.ErrTimeout) {
+				t.Fatalf("err = %v, want ErrTimeout", err)
+			}
+		})
+		t.Run("iter that loops: the caller's ctx", func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() {
+				_, _, err := sb.GetVariable(ctx, "endless")
+				done <- err
+			}()
+			cancel()
+			if err := <-done; !errors.Is(err, supervisor.ErrCanceled) && !errors.Is(err, supervisor.ErrTimeout) {
+				t.Fatalf("err = %v, want ErrCanceled (or ErrTimeout if the cancel came first)", err)
+			}
+		})
+		t.Run("del that loops: SetVariable", func(t *testing.T) {
+			// The interrupt ends __del__, whose exception Python ignores
+			// (it prints "Exception ignored in"), so the value is set.
+			err := sb.SetVariable(context.Background(), "spin", 1)
+			if err != nil && !errors.Is(err, supervisor.ErrTimeout) {
+				t.Fatalf("err = %v, want nil or ErrTimeout", err)
+			}
+		})
+		t.Run("still usable", func(t *testing.T) {
+			ce := exec(t, sb, "print(spin)")
+			if ce.Stdout != "1\n" {
+				t.Fatalf("stdout %q, error %q", ce.Stdout, ce.Error)
+			}
+		})
+		t.Run("Cancel stops GetVariable", func(t *testing.T) {
+			sb2 := newSandbox(t, m, supervisor.Config{Timeout: 0, GracePeriod: time.Second}, "")
+			exec(t, sb2, "class Spin:\n    def __repr__(self):\n        while True: pass\nspin = Spin()")
+			done := make(chan error, 1)
+			go func() {
+				_, _, err := sb2.GetVariable(context.Background(), "spin")
+				done <- err
+			}()
+			for {
+				sb2.Cancel() // until the call has started and is stopped by it
+				select {
+				case err := <-done:
+					if !errors.Is(err, supervisor.ErrCanceled) {
+						t.Fatalf("err = %v, want ErrCanceled", err)
+					}
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+		})
+		t.Run("code that ignores the interrupt is killed", func(t *testing.T) {
+			exec(t, sb, "class Stubborn:\n    def __repr__(self):\n        while True:\n            try:\n                while True: pass\n            except BaseException: pass\nstubborn = Stubborn()")
+			_, _, err := sb.GetVariable(context.Background(), "stubborn")
+			if !errors.Is(err, supervisor.ErrTimeout) || !strings.Contains(err.Error(), "dead") {
+				t.Fatalf("err = %v, want ErrTimeout and a dead sandbox", err)
+			}
+			if _, err := sb.Execute(context.Background(), "1"); !errors.Is(err, supervisor.ErrDead) {
+				t.Fatalf("Execute after the kill: %v, want ErrDead", err)
+			}
+		})
+	})
+}
