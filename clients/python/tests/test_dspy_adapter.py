@@ -196,6 +196,21 @@ class ScriptedRLMTest(unittest.TestCase):
             with self.assertRaises(CodeInterpreterError):
                 interp.execute("pass", variables={"not valid": 1})
 
+    def test_variables_with_nan_and_infinity(self):
+        # DSPy's own interpreter passes them; JSON has no numbers for them.
+        with RLMSandboxInterpreter(binary=BIN) as interp:
+            out = interp.execute("print(x, y, 'v' in globals())", variables={"x": {"s": float("nan")}, "y": [float("-inf"), 1]})
+            self.assertEqual(out, "{'s': nan} [-inf, 1] False\n")
+
+    def test_tool_named_like_a_builtin_is_refused(self):
+        def search_context(term: str) -> str:
+            return "db hit"
+
+        with RLMSandboxInterpreter(tools={"search_context": search_context}, binary=BIN) as interp:
+            with self.assertRaises(CodeInterpreterError) as cm:
+                interp.execute("print(search_context(term='ada'))")
+            self.assertIn("search_context", str(cm.exception))
+
 
 if __name__ == "__main__":
     unittest.main()

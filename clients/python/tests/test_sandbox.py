@@ -8,7 +8,7 @@ import unittest
 import rlm_sandbox
 from rlm_sandbox import Client, InvalidParams, NoSuchSandbox, Sandbox, SandboxDead, SandboxError
 
-from support import binary, process_gone
+from support import binary, process_gone, wait_gone
 
 BIN = binary()
 
@@ -236,6 +236,140 @@ class SandboxTest(unittest.TestCase):
         self.assertTrue(process_gone(worker), "worker %d still runs" % worker)
         with self.assertRaises(rlm_sandbox.ServerClosed):
             sb.execute("print(1)")
+
+    def test_values_json_cannot_carry(self):
+        with Sandbox(binary=BIN) as sb:
+            for bad in (float("nan"), {"a": [float("inf")]}):
+                with self.subTest(value=bad), self.assertRaises(ValueError):
+                    sb.set_variable("x", bad)
+            with self.assertRaises(TypeError):
+                sb.set_variable("x", b"bytes")
+            with self.assertRaises(ValueError):
+                Sandbox(float("-inf"), binary=BIN)
+            # Nothing was sent: the connection goes on.
+            self.assertEqual(sb.execute("print('still here')").stdout, "still here\n")
+
+    def test_integers_past_the_digit_limit(self):
+        big = 7 * 10**5000 + 1
+        with Sandbox({"n": -big}, binary=BIN) as sb:
+            self.assertEqual(sb.execute("print(context['n'] == -(7 * 10**5000 + 1))").stdout, "True\n")
+            sb.execute("x = 10**6000 + 3")
+            self.assertEqual(sb.get_variable("x"), 10**6000 + 3)
+            sb.set_variable("y", [big])
+            self.assertEqual(sb.execute("print(y[0] % 10**6)").stdout, "1\n")
+
+    def test_lone_surrogates_arrive_replaced(self):
+        # Not valid Unicode (os.fsdecode makes them): the server reads each
+        # as U+FFFD, as it does for any client's JSON.
+        with Sandbox("file\udcff.txt", binary=BIN, llm_query=lambda p: "bad\ud800") as sb:
+            r = sb.execute("print(ascii(context), ascii(llm_query('q')))\nprint('\udcff')")
+            self.assertIsNone(r.error, r.error)
+            self.assertEqual(r.stdout, "'file\\ufffd.txt' 'bad\\ufffd'\n\ufffd\n")
+
+    def test_error_without_id_fails_the_client(self):
+        client = Client(BIN)
+        try:
+            client._transport.send(b"{not json\n")  # what a cut line would look like
+            with self.assertRaises(SandboxError) as cm:
+                for _ in range(1000):  # the server's answer is on its way
+                    client.call("version")
+            self.assertEqual(cm.exception.code, rlm_sandbox._errors.PARSE_ERROR)
+        finally:
+            client.close()
+
+    def test_interrupt_during_a_large_write(self):
+        # A KeyboardInterrupt while a 100 MB request is being written must
+        # not cut it (the server would then read garbage and the client
+        # wait forever): the write completes, the caller gets the
+        # interrupt (and cancels the execution), and the client goes on.
+        import signal
+
+        with Sandbox(binary=BIN) as sb:
+            timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
+            timer.start()
+            try:
+                sb.execute("s = '" + "y" * 100_000_000 + "'\ndel s")
+            except KeyboardInterrupt:
+                pass
+            finally:
+                timer.join()
+            self.assertEqual(sb.execute("print('next')").stdout, "next\n")
+
+    def test_callback_using_its_own_sandbox_is_refused(self):
+        def ask(prompt):
+            return str(sb.get_variable("context"))
+
+        with Sandbox("ctx", binary=BIN, llm_query=ask) as sb:
+            r = sb.execute("print(llm_query('q'))")
+        self.assertEqual(r.error_type, "BridgeError")
+        self.assertIn("same sandbox", r.error)
+
+    def test_callbacks_see_the_contextvars_of_their_own_execute(self):
+        # B's execute is sent while A's runs (it waits behind A in the
+        # server): A's callback must still see A's context, not B's.
+        import time
+
+        who = contextvars.ContextVar("who")
+        results = {}
+
+        def answer(prompt):
+            if prompt == "first":
+                while len(sb.client._pending) < 2:  # until B's execute is on its way
+                    time.sleep(0.001)
+            return who.get()
+
+        def run(name, prompt):
+            who.set(name)
+            results[name] = sb.execute("print(llm_query(%r))" % prompt).stdout
+
+        with Sandbox(binary=BIN, llm_query=answer) as sb:
+            a = threading.Thread(target=run, args=("A", "first"))
+            a.start()
+            while not sb.client._pending:  # A's execute is on its way
+                time.sleep(0.001)
+            b = threading.Thread(target=run, args=("B", "second"))
+            b.start()
+            a.join(60)
+            b.join(60)
+        self.assertEqual(results, {"A": "A\n", "B": "B\n"})
+
+    def test_dropped_objects_end_their_processes(self):
+        import gc
+
+        sb = Sandbox(binary=BIN)
+        server, worker = sb.client.pid, sb.pid
+        sb.execute("x = 1")
+        del sb
+        gc.collect()
+        self.assertTrue(wait_gone(server), "server %d of a dropped Sandbox still runs" % server)
+        self.assertTrue(wait_gone(worker), "worker %d of a dropped Sandbox still runs" % worker)
+        with Client(BIN) as client:
+            shared = client.create("x")
+            worker = shared.pid
+            del shared
+            gc.collect()
+            self.assertTrue(wait_gone(worker), "worker %d of a dropped shared Sandbox still runs" % worker)
+            self.assertEqual(client.create("y").execute("print(context)").stdout, "y\n")
+
+    def test_close_ends_a_running_execute(self):
+        started = threading.Event()
+        with Sandbox(binary=BIN, timeout=0, on_stdout=lambda line: started.set()) as sb:
+            outcome = []
+
+            def run():
+                try:
+                    sb.execute("print('running', flush=True)\nwhile True: pass")
+                except SandboxError as e:
+                    outcome.append(type(e).__name__)
+
+            t = threading.Thread(target=run)
+            t.start()
+            started.wait(60)
+            sb.close()
+            t.join(60)
+        # Destroyed at once (NoSuchSandbox), not ended with the server
+        # close_timeout later (ServerClosed).
+        self.assertEqual(outcome, ["NoSuchSandbox"])
 
     def test_binary_from_environment(self):
         old = os.environ.get("RLM_SANDBOX")

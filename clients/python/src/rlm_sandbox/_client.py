@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextvars
+import decimal
 import itertools
 import json
+import math
 import threading
 import weakref
 from dataclasses import dataclass
@@ -15,6 +17,10 @@ from ._transport import SocketTransport, StdioTransport, Transport
 
 #: The protocol version of `rlm-sandbox serve` this client speaks.
 PROTOCOL = 1
+
+# Messages up to this size are written by the calling thread; larger ones,
+# from the main thread, by a thread of their own (see Client._send_data).
+_DIRECT_WRITE = 4096
 
 LLMQuery = Callable[[str], str]
 RLMQuery = Callable[[str, Any], str]
@@ -78,20 +84,148 @@ class _Pending:
 class _Route:
     """What the client does with a sandbox's bridge requests and output."""
 
-    __slots__ = ("llm_query", "rlm_query", "on_stdout", "on_stderr", "context")
+    __slots__ = ("llm_query", "rlm_query", "on_stdout", "on_stderr", "contexts")
 
     def __init__(self, llm_query, rlm_query, on_stdout, on_stderr):
         self.llm_query, self.rlm_query = llm_query, rlm_query
         self.on_stdout, self.on_stderr = on_stdout, on_stderr
-        # The contextvars of the thread in the latest execute: bridge
-        # callbacks run in a copy of it (dspy.context(lm=...) and the like
-        # reach them, although they run on other threads).
-        self.context: contextvars.Context | None = None
+        # The contextvars of the threads whose executes the server has
+        # not answered yet, by request id, in the order they were sent:
+        # the server runs one sandbox's requests in that order, so the
+        # first is the running one, and its bridge callbacks run in a
+        # copy of it (dspy.context(lm=...) and the like reach them,
+        # although they run on other threads).
+        self.contexts: dict[int, contextvars.Context] = {}
+
+
+# Set on the threads that run a sandbox's bridge callbacks: which sandbox.
+_bridge_thread = threading.local()
+
+
+class _Undecodable(Exception):
+    """A line from the server that is not JSON the client can read."""
+
+
+def _big_int(text: str) -> int:
+    # json.loads parses integers with int(), which refuses more than
+    # sys.get_int_max_str_digits() digits; decimal has no such limit.
+    return int(decimal.Decimal(text))
+
+
+def _loads(line: bytes) -> Any:
+    try:
+        return json.loads(line)
+    except ValueError as e:
+        if "digits" not in str(e):
+            raise _Undecodable(str(e)) from e
+    try:  # an integer past int()'s digit limit (the server sends ints exactly)
+        return json.loads(line, parse_int=lambda t: int(t) if len(t) < 4000 else _big_int(t))
+    except ValueError as e:
+        raise _Undecodable(str(e)) from e
+
+
+def _int_text(n: int) -> str:
+    try:
+        return str(n)
+    except ValueError:  # past the digit limit of int -> str
+        return str(decimal.Decimal(n))
+
+
+def _dumps_exact(value: Any, ensure_ascii: bool) -> str:
+    """json.dumps for what it refuses: integers past the digit limit."""
+    parts: list[str] = []
+
+    def enc(v: Any) -> None:
+        if isinstance(v, bool) or v is None or isinstance(v, (str, float)):
+            parts.append(json.dumps(v, ensure_ascii=ensure_ascii, allow_nan=False))
+        elif isinstance(v, int):
+            parts.append(_int_text(v))
+        elif isinstance(v, dict):
+            parts.append("{")
+            for i, (k, x) in enumerate(v.items()):
+                if not isinstance(k, str):
+                    if isinstance(k, bool) or k is None or isinstance(k, float):
+                        k = json.dumps(k, allow_nan=False)
+                    elif isinstance(k, int):
+                        k = _int_text(k)
+                    else:
+                        raise TypeError("keys must be str, int, float, bool or None, not %s" % type(k).__name__)
+                parts.append(("," if i else "") + json.dumps(k, ensure_ascii=ensure_ascii) + ":")
+                enc(x)
+            parts.append("}")
+        elif isinstance(v, (list, tuple)):
+            parts.append("[")
+            for i, x in enumerate(v):
+                if i:
+                    parts.append(",")
+                enc(x)
+            parts.append("]")
+        else:
+            raise TypeError("Object of type %s is not JSON serializable" % type(v).__name__)
+
+    enc(value)
+    return "".join(parts)
+
+
+def _encode(message: dict) -> bytes:
+    """One message as a line of UTF-8 JSON, or ValueError/TypeError for a
+    value JSON cannot carry, before anything is written. A str with lone
+    surrogates (not valid Unicode, e.g. from os.fsdecode) goes escaped,
+    and the server reads each as U+FFFD."""
+    for ensure_ascii in (False, True):
+        try:
+            text = json.dumps(message, ensure_ascii=ensure_ascii, allow_nan=False, separators=(",", ":"))
+        except ValueError as e:
+            if "Out of range float" in str(e):
+                raise ValueError("cannot send %s: NaN and infinity are not JSON numbers" % _what(message)) from None
+            if "digits" not in str(e):
+                raise
+            text = _dumps_exact(message, ensure_ascii)
+        try:
+            return (text + "\n").encode("utf-8")
+        except UnicodeEncodeError:
+            continue  # lone surrogates: escape them
+    raise AssertionError("unreachable: ASCII JSON always encodes")
+
+
+def _what(message: dict) -> str:
+    params = message.get("params")
+    if isinstance(params, dict) and "name" in params:
+        return "variable %r" % params["name"]
+    return "the %s request's parameters" % message.get("method", "answer's")
 
 
 def _shutdown_transport(transport: Transport) -> None:
     # A Client dropped without close(): end its server (no process outlives it).
     transport.kill()
+
+
+def _read_lines(client_ref: "weakref.ref[Client]", transport: Transport) -> None:
+    # The reader thread holds the client only while it handles a line, so
+    # that a client dropped without close() is collected (and its
+    # finalizer ends the server) while the reader waits for the next one.
+    try:
+        for line in transport.lines():
+            client = client_ref()
+            if client is None:
+                return
+            if not client._line(line):
+                return
+            del client
+    except (OSError, ValueError):
+        pass
+    client = client_ref()
+    if client is not None:
+        client._reader_ended()
+
+
+def _destroy_dropped(client_ref: "weakref.ref[Client]", sandbox_id: str) -> None:
+    # A Sandbox of a shared Client dropped without close(): destroy it in
+    # the server. Garbage collection may run this on any thread, holding
+    # any lock, so the work is done on a thread of its own.
+    client = client_ref()
+    if client is not None:
+        threading.Thread(target=client._drop_sandbox, args=(sandbox_id,), name="rlm-sandbox-drop", daemon=True).start()
 
 
 class Client:
@@ -125,6 +259,7 @@ class Client:
         self._lock = threading.Lock()
         self._pending: dict[int, _Pending] = {}
         self._routes: dict[str, _Route] = {}
+        self._exec_routes: dict[int, _Route] = {}  # executes not answered yet
         self._canceled_bridge: set[str] = set()
         self._closed = False
         self._gone: ServerClosed | None = None
@@ -134,7 +269,9 @@ class Client:
         else:
             self._transport = StdioTransport(binary, args, env)
         self._finalizer = weakref.finalize(self, _shutdown_transport, self._transport)
-        self._reader = threading.Thread(target=self._read, name="rlm-sandbox-reader", daemon=True)
+        self._reader = threading.Thread(
+            target=_read_lines, args=(weakref.ref(self), self._transport), name="rlm-sandbox-reader", daemon=True
+        )
         self._reader.start()
         if address is not None and token is not None:
             # serve --listen: the first request proves the client holds the token.
@@ -164,20 +301,35 @@ class Client:
 
         Raises `SandboxError` (or a subclass) with the server's code and
         message when the server answers with an error, `ServerClosed` when
-        the server goes away first, and `TimeoutError` when `timeout`
-        (seconds) passes first.
+        the server goes away first, `TimeoutError` when `timeout`
+        (seconds) passes first, and `ValueError`/`TypeError`, before
+        sending anything, for a parameter JSON cannot carry (NaN, bytes).
         """
+        return self._call(method, params, timeout)
+
+    def _call(self, method: str, params: dict, timeout: float | None = None, route: _Route | None = None) -> Any:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params:
+            message["params"] = params
         request_id = next(self._ids)
+        message["id"] = request_id
+        data = _encode(message)  # refuses what JSON cannot carry before anything is sent
         pending = _Pending()
         with self._lock:
             if self._gone is not None:
                 raise self._gone
             self._pending[request_id] = pending
-        message = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params:
-            message["params"] = params
+        before = None
+        if route is not None:
+            ctx = contextvars.copy_context()
+
+            def before() -> None:  # under the write lock: in the order the server sees
+                with self._lock:
+                    route.contexts[request_id] = ctx
+                    self._exec_routes[request_id] = route
+
         try:
-            self._send(message)
+            self._send_data(data, before)
         except BaseException:
             with self._lock:
                 self._pending.pop(request_id, None)
@@ -200,7 +352,12 @@ class Client:
             if self._closed:
                 return
             self._closed = True
+            sandboxes = list(self._routes)
         self._finalizer.detach()
+        # Ended at once, rather than after the code they run: closing
+        # stdin lets the server finish what it has read first.
+        for sandbox_id in sandboxes:
+            self._notify_destroy(sandbox_id)
         self._transport.close(self._close_timeout)
         self._reader.join(self._close_timeout)
         self._fail_all(ServerClosed(None, "closed", "the client was closed"))
@@ -222,39 +379,101 @@ class Client:
             self._routes.pop(sandbox_id, None)
 
     def _send(self, message: dict) -> None:
-        line = json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n"
+        self._send_data(_encode(message))
+
+    def _send_data(self, data: bytes, before: Callable[[], None] | None = None) -> None:
+        """Write one encoded message. On the main thread, a large one is
+        written by a thread of its own, so that a KeyboardInterrupt
+        (only the main thread gets one) cannot cut a line in two and
+        leave the stream unreadable: the write completes, and the
+        interrupt reaches the caller (who may then cancel)."""
+        if len(data) <= _DIRECT_WRITE or threading.current_thread() is not threading.main_thread():
+            self._write(data, before)
+            return
+        done = threading.Event()
+        failure: list[BaseException] = []
+
+        def write() -> None:
+            try:
+                self._write(data, before)
+            except BaseException as e:  # handed to the caller
+                failure.append(e)
+            finally:
+                done.set()
+
+        threading.Thread(target=write, name="rlm-sandbox-writer", daemon=True).start()
+        done.wait()
+        if failure:
+            raise failure[0]
+
+    def _write(self, data: bytes, before: Callable[[], None] | None = None) -> None:
         with self._write_lock:
             if self._gone is not None:
                 raise self._gone
+            if before is not None:
+                before()
             try:
-                self._transport.send(line)
+                self._transport.send(data)
             except (OSError, ValueError) as e:  # a closed pipe or file
                 raise ServerClosed(None, "closed", "cannot write to the server: %s" % e) from e
 
-    def _fail_all(self, error: ServerClosed) -> None:
+    def _notify_destroy(self, sandbox_id: str) -> None:
+        """Sends destroy without waiting for the answer."""
+        message = {"jsonrpc": "2.0", "id": next(self._ids), "method": "destroy", "params": {"sandbox": sandbox_id}}
+        try:
+            self._write(_encode(message))
+        except SandboxError:
+            pass
+
+    def _drop_sandbox(self, sandbox_id: str) -> None:
+        self._unregister(sandbox_id)
+        if not self._closed:
+            self._notify_destroy(sandbox_id)
+
+    def _fail_all(self, error: SandboxError) -> None:
         with self._lock:
             if self._gone is None:
                 self._gone = error
             pending, self._pending = self._pending, {}
+            self._exec_routes.clear()
+            for route in self._routes.values():
+                route.contexts.clear()
         for p in pending.values():
             p.done.set()
 
-    def _read(self) -> None:
+    def _broken(self, error: SandboxError) -> None:
+        """The stream cannot be trusted any more: fail every request, now
+        and later, with error, and end the connection (and the server,
+        when this client started it)."""
+        self._fail_all(error)
+        self._finalizer.detach()
+        self._transport.kill()
+
+    def _line(self, line: bytes) -> bool:
+        """Handles one line from the server; False ends the reading."""
+        if not line.strip():
+            return True
         try:
-            for line in self._transport.lines():
-                if not line.strip():
-                    continue
-                try:
-                    message = json.loads(line)
-                except ValueError:
-                    continue  # not ours to understand; the server only writes JSON here
-                if isinstance(message, dict):
-                    try:
-                        self._dispatch(message)
-                    except Exception:  # a malformed message must not stop the reader
-                        pass
-        except (OSError, ValueError):
+            message = _loads(line)
+        except _Undecodable as e:
+            self._broken(ProtocolError(None, "protocol", "the server sent a line that is not JSON (%s): %r" % (e, line[:200])))
+            return False
+        if not isinstance(message, dict):
+            self._broken(ProtocolError(None, "protocol", "the server sent JSON that is not a message: %r" % line[:200]))
+            return False
+        if message.get("method") is None and message.get("id") is None and "error" in message:
+            # An error the server could not tie to a request: a line it
+            # could not read (the stream is broken), or a refused
+            # connection (busy): no request can be answered any more.
+            self._broken(SandboxError.from_response(message["error"]))
+            return False
+        try:
+            self._dispatch(message)
+        except Exception:  # a malformed message must not stop the reader
             pass
+        return True
+
+    def _reader_ended(self) -> None:
         detail = self._transport.describe_exit() if not self._closed else "the client was closed"
         self._fail_all(ServerClosed(None, "closed", detail or "the server went away"))
 
@@ -263,6 +482,9 @@ class Client:
         if method is None:
             with self._lock:
                 pending = self._pending.pop(message.get("id"), None)
+                route = self._exec_routes.pop(message.get("id"), None)
+                if route is not None:
+                    route.contexts.pop(message.get("id"), None)
             if pending is not None:
                 pending.response = message
                 pending.done.set()
@@ -289,8 +511,11 @@ class Client:
                 self._canceled_bridge.add(params.get("id"))
 
     def _answer(self, request_id: Any, method: str, params: dict) -> None:
+        sandbox_id = params.get("sandbox")
+        _bridge_thread.key = (self, sandbox_id)
         with self._lock:
-            route = self._routes.get(params.get("sandbox"))
+            route = self._routes.get(sandbox_id)
+            ctx = next(iter(route.contexts.values()), None) if route is not None else None
         try:
             if route is None:
                 raise LookupError("no client-side handler for sandbox %r" % params.get("sandbox"))
@@ -300,7 +525,6 @@ class Client:
                 fn, args = route.rlm_query, (params.get("task", ""), params.get("context"))
             else:
                 raise LookupError("this client does not answer %s" % method)
-            ctx = route.context
             answer = ctx.copy().run(fn, *args) if ctx is not None else fn(*args)
             if not isinstance(answer, str):
                 raise TypeError("the %s callback returned %s, not str" % (method, type(answer).__name__))
@@ -315,6 +539,12 @@ class Client:
             self._send(reply)
         except ServerClosed:
             pass
+        except (ValueError, TypeError) as e:  # never leave the sandbox waiting
+            error = {"code": 1, "message": "the %s answer could not be sent: %s" % (method, e)}
+            try:
+                self._send({"jsonrpc": "2.0", "id": request_id, "error": error})
+            except SandboxError:
+                pass
 
 
 class Sandbox:
@@ -399,6 +629,11 @@ class Sandbox:
         self.python_version: str | None = info.get("python_version")
         self._route = route
         self.client._register(self.id, route)
+        if not self._owns_client:
+            # Dropped without close(): destroyed in the server (a private
+            # server ends with its Client, which only this object holds).
+            self._finalizer = weakref.finalize(self, _destroy_dropped, weakref.ref(self.client), self.id)
+            self._finalizer.atexit = False
 
     @classmethod
     def create(cls, context: Any = "", **options: Any) -> "Sandbox":
@@ -417,9 +652,9 @@ class Sandbox:
         params: dict[str, Any] = {"sandbox": self.id, "code": code}
         if interactive:
             params["interactive"] = True
-        self._route.context = contextvars.copy_context()
+        self._not_from_own_callback("execute")
         try:
-            return Result.from_json(self.client.call("execute", **params))
+            return Result.from_json(self.client._call("execute", params, route=self._route))
         except KeyboardInterrupt:
             # Ctrl-C while waiting: stop the code too, not just the wait.
             try:
@@ -439,12 +674,27 @@ class Sandbox:
 
     def get_variable(self, name: str, default: Any = None) -> Any:
         """The value of global `name` as JSON-like data, or `default`."""
+        self._not_from_own_callback("get_variable")
         r = self.client.call("get_variable", sandbox=self.id, name=name)
         return r.get("value") if r.get("found") else default
 
     def set_variable(self, name: str, value: Any) -> None:
-        """Bind global `name` to `value` (any JSON-like value)."""
+        """Bind global `name` to `value` (any JSON-like value; ValueError
+        for NaN or infinity, which JSON has no numbers for)."""
+        self._not_from_own_callback("set_variable")
         self.client.call("set_variable", sandbox=self.id, name=name, value=value)
+
+    def _not_from_own_callback(self, method: str) -> None:
+        # The server serves one sandbox's requests in order: asked from a
+        # callback of this sandbox's running code, this one would wait for
+        # that code, which waits for the callback.
+        if getattr(_bridge_thread, "key", None) == (self.client, self.id):
+            raise SandboxError(
+                None,
+                "deadlock",
+                "%s called from an llm_query/rlm_query callback of the same sandbox would wait forever "
+                "for the execution that waits for the callback; use another sandbox" % method,
+            )
 
     def cancel(self) -> None:
         """Interrupt the code running now (it gets KeyboardInterrupt); safe
@@ -453,12 +703,14 @@ class Sandbox:
 
     def restart(self) -> None:
         """A fresh interpreter with the same options and `context`."""
+        self._not_from_own_callback("restart")
         info = self.client.call("restart", sandbox=self.id)
         if isinstance(info, dict):
             self.pid = info.get("pid", self.pid)
 
     def stats(self) -> dict:
         """The server's `stats` for this sandbox (rss_bytes, executions, …)."""
+        self._not_from_own_callback("stats")
         return self.client.call("stats", sandbox=self.id)
 
     def close(self) -> None:
@@ -466,9 +718,12 @@ class Sandbox:
         if self._closed:
             return
         self._closed = True
+        finalizer = getattr(self, "_finalizer", None)
+        if finalizer is not None:
+            finalizer.detach()
         try:
             if self._owns_client:
-                self.client.close()  # the server destroys the sandbox on its way out
+                self.client.close()  # destroys the sandbox at once, then ends the server
             else:
                 try:
                     self.client.call("destroy", sandbox=self.id)

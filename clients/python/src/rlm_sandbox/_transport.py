@@ -1,8 +1,9 @@
 """Transports: how the client reaches an `rlm-sandbox serve`.
 
-A transport moves lines of JSON: `send` writes one message line, `lines`
-yields the lines the server writes, `close` ends the connection (for a
-server the transport started, it also waits for it to exit). Everything
+A transport moves lines of JSON, as UTF-8 bytes: `send` writes one
+message line, `lines` yields the lines the server writes, `close` ends
+the connection (for a server the transport started, it also waits for it
+to exit), `kill` ends it at once without waiting. Everything
 above it (request ids, bridge requests, notifications) is the same for
 every transport, so a new way of reaching a server is one small class.
 """
@@ -43,13 +44,16 @@ def find_binary(binary: str | os.PathLike | None = None) -> str:
 class Transport:
     """One connection to a server: newline-delimited JSON both ways."""
 
-    def send(self, line: str) -> None:  # pragma: no cover - interface
+    def send(self, line: bytes) -> None:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def lines(self) -> Iterator[str]:  # pragma: no cover - interface
+    def lines(self) -> Iterator[bytes]:  # pragma: no cover - interface
         raise NotImplementedError
 
     def close(self, timeout: float) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def kill(self) -> None:  # pragma: no cover - interface
         raise NotImplementedError
 
     def describe_exit(self) -> str:
@@ -73,9 +77,6 @@ class StdioTransport(Transport):
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env=env,
-                text=True,
-                encoding="utf-8",
-                bufsize=1,
                 start_new_session=True,  # a Ctrl-C meant for Python is not also the server's
             )
         except OSError as e:
@@ -87,13 +88,13 @@ class StdioTransport(Transport):
 
     def _drain_stderr(self) -> None:
         for line in self.proc.stderr:
-            self._stderr_tail.append(line.rstrip("\n"))
+            self._stderr_tail.append(line.decode("utf-8", "replace").rstrip("\n"))
 
-    def send(self, line: str) -> None:
+    def send(self, line: bytes) -> None:
         self.proc.stdin.write(line)
         self.proc.stdin.flush()
 
-    def lines(self) -> Iterator[str]:
+    def lines(self) -> Iterator[bytes]:
         return iter(self.proc.stdout)
 
     def close(self, timeout: float) -> None:
@@ -159,14 +160,12 @@ class SocketTransport(Transport):
             self.sock.close()
             raise SandboxError(None, "connect_failed", "could not connect to %s: %s" % (address, e)) from e
         self.sock.settimeout(None)
-        self._r = self.sock.makefile("r", encoding="utf-8", newline="\n")
-        self._w = self.sock.makefile("w", encoding="utf-8", newline="\n")
+        self._r = self.sock.makefile("rb")
 
-    def send(self, line: str) -> None:
-        self._w.write(line)
-        self._w.flush()
+    def send(self, line: bytes) -> None:
+        self.sock.sendall(line)
 
-    def lines(self) -> Iterator[str]:
+    def lines(self) -> Iterator[bytes]:
         return iter(self._r)
 
     def close(self, timeout: float) -> None:
@@ -174,11 +173,10 @@ class SocketTransport(Transport):
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
-        for f in (self._w, self._r):
-            try:
-                f.close()
-            except OSError:
-                pass
+        try:
+            self._r.close()
+        except OSError:
+            pass
         self.sock.close()
 
     def kill(self) -> None:

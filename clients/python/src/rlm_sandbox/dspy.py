@@ -22,7 +22,10 @@ How the pieces of the protocol map onto rlm-sandbox:
   `dspy` facade's `__dspy_construct__`/`__dspy_call__`) and then marks
   for re-registration (`_tools_registered = False`). The sandbox's own
   `llm_query`/`llm_query_batched` are answered by `tools["llm_query"]`
-  (the batched form concurrently, one thread per prompt). Every other
+  (the batched form concurrently, one thread per prompt). A tool named
+  `chunk_text`, `search_context` or `rlm_query_batched` (built-ins of the
+  sandbox, bound again before each execution) is refused with
+  `CodeInterpreterError`. Every other
   tool becomes a function of that name in the sandbox whose calls travel
   to the host over the `rlm_query` bridge (JSON arguments, JSON result);
   a tool's exception is raised in the sandbox as `RuntimeError`, as
@@ -61,7 +64,11 @@ _TOOL_MARKER = "\x00rlm_sandbox.tool:"
 # The sandbox's own RLM helpers (rebound before each execution): tools of
 # these names are answered natively, never wrapped.
 _NATIVE = frozenset({"llm_query", "llm_query_batched", "rlm_query", "rlm_query_batched", "chunk_text", "search_context"})
+# Built-ins of the sandbox no tool can replace: they are bound again before
+# each execution. (A tool named rlm_query answers the sandbox's own.)
+_TAKEN = frozenset({"chunk_text", "search_context", "rlm_query_batched"})
 _FINAL_VAR = "_rlm_sandbox_final"
+_JSON_VAR = "_rlm_sandbox_value"
 _FINAL_EXC = "_RLMSandboxFinal"
 
 _SETUP = '''
@@ -276,7 +283,7 @@ class RLMSandboxInterpreter:
         try:
             self._register(sb)
             for name, value in variables.items():
-                sb.set_variable(name, _jsonable(value))
+                self._bind(sb, name, _jsonable(value))
             r = sb.execute(code, interactive=True)
             if r.error_type == _FINAL_EXC:
                 return FinalOutput(sb.get_variable(_FINAL_VAR))
@@ -335,6 +342,18 @@ class RLMSandboxInterpreter:
         printed = (r.stdout + r.stderr).rstrip("\n")
         return (printed + "\n" + detail) if printed else detail
 
+    def _bind(self, sb: Sandbox, name: str, value: Any) -> None:
+        try:
+            sb.set_variable(name, value)
+        except ValueError:
+            # NaN or infinity, which JSON has no numbers for (and DSPy's
+            # interpreter passes on): sent as JSON text, which Python's
+            # json reads back as float('nan') and float('inf').
+            sb.set_variable(_JSON_VAR, json.dumps(value, ensure_ascii=False))
+            r = sb.execute("%s = _rlm_sandbox_json.loads(%s)\ndel %s" % (name, _JSON_VAR, _JSON_VAR))
+            if r.error is not None:
+                raise SandboxError(None, "setup", "binding variable %s failed: %s" % (name, r.error))
+
     def _register(self, sb: Sandbox) -> None:
         """Define the tool functions and SUBMIT in the sandbox when the
         tools or output fields changed (or RLM asked, through
@@ -344,6 +363,12 @@ class RLMSandboxInterpreter:
         key = (wrapped, fields)
         if self._tools_registered and self._registered == key:
             return
+        taken = sorted(n for n in self.tools if n in _TAKEN)
+        if taken:
+            raise _dspy_types()[2](
+                "Tool name %s conflicts with an rlm-sandbox built-in of the same name "
+                "(bound again before each execution); rename the tool" % ", ".join(map(repr, taken))
+            )
         lines = [_SETUP % {"marker": _TOOL_MARKER}]
         for name in wrapped:
             if not name.isidentifier() or keyword.iskeyword(name):
