@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -86,6 +87,14 @@ func convertValue(v any, depth int) (any, error) {
 		return out, nil
 	case json.RawMessage:
 		return fromJSON(x, depth)
+	case json.Marshaler, encoding.TextMarshaler:
+		// A type with its own JSON form (a named string or number type
+		// included) goes as that form, as encoding/json would write it.
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("a %T cannot be passed to Python: %w", v, err)
+		}
+		return fromJSON(b, depth)
 	}
 	rv := reflect.ValueOf(v)
 	switch rv.Kind() {
