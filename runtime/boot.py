@@ -129,6 +129,50 @@ def _rlm_boot():
             yield x
             todo += (x.__cause__, x.__context__, *members(x))
 
+    summaries = []
+
+    def collapsed(stack):
+        # traceback's StackSummary.format formats every frame, then drops
+        # those of a run of one line past its cutoff: in a deep recursion
+        # thousands, each costing a parse of its line (for the carets),
+        # 0.2 ms here. This summary formats only the frames it shows, and
+        # writes the same text (the format below is CPython 3.14's, whose
+        # format_frame_summary never returns None).
+        if not summaries:
+            import traceback
+
+            cutoff = traceback._RECURSIVE_CUTOFF
+
+            def repeated(count):
+                count -= cutoff
+                return f'  [Previous line repeated {count} more time{"s" if count > 1 else ""}]\n'
+
+            class Collapsed(traceback.StackSummary):
+                def format(self, **kwargs):
+                    colorize = kwargs.get("colorize", False)
+                    result = []
+                    last = None
+                    count = 0
+                    for f in self:
+                        key = (f.filename, f.lineno, f.name)
+                        if last is None or None in last or key != last:
+                            if count > cutoff:
+                                result.append(repeated(count))
+                            last = key
+                            count = 0
+                        count += 1
+                        if count > cutoff:
+                            continue
+                        result.append(self.format_frame_summary(f, colorize=colorize))
+                    if count > cutoff:
+                        result.append(repeated(count))
+                    return result
+
+            summaries.append(Collapsed)
+        c = summaries[0]()
+        c.extend(stack)
+        return c
+
     def tb_text(e):
         import linecache, traceback
         # The source of the cells this traceback shows, not of every cell
@@ -181,6 +225,8 @@ def _rlm_boot():
                 frames = [f for f in x.stack if f.filename not in own]
                 if frames and len(frames) < len(x.stack):
                     x.stack = traceback.StackSummary.from_list(frames)
+                if len(x.stack) > 8:
+                    x.stack = collapsed(x.stack)
             return "".join(te.format())
         except BaseException:
             return "%s: %s\n" % (type(e).__name__, message(e))
