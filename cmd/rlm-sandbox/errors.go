@@ -42,6 +42,7 @@ func (e *signalError) Error() string { return "interrupted by " + e.sig.String()
 // `serve` both derive from them, here and nowhere else.
 const (
 	kindPython            = "python"
+	kindExit              = "exit" // the code chose the status: sys.exit, os._exit
 	kindUsage             = "usage"
 	kindTimeout           = "timeout"
 	kindInterrupted       = "interrupted"
@@ -60,9 +61,12 @@ const (
 // the interpreter killed is still a timeout.
 func errorKind(err error) string {
 	var sig *signalError
+	var exit *exitStatusError
 	switch {
 	case errors.As(err, &sig):
 		return kindInterrupted
+	case errors.As(err, &exit):
+		return kindExit
 	case errors.Is(err, errPython):
 		return kindPython
 	case errors.Is(err, errUsage):
@@ -97,6 +101,10 @@ func exitCode(err error) int {
 	switch errorKind(err) {
 	case kindPython:
 		return exitPython
+	case kindExit:
+		var exit *exitStatusError
+		errors.As(err, &exit)
+		return exit.status
 	case kindUsage:
 		return exitUsage
 	case kindTimeout:
@@ -138,7 +146,7 @@ func hint(err error) string {
 // already been printed, usage errors point at --help.
 func reportError(w io.Writer, err error, commandPath string) {
 	switch errorKind(err) {
-	case kindPython:
+	case kindPython, kindExit:
 		return
 	case kindUsage:
 		msg := err.Error()
@@ -148,7 +156,11 @@ func reportError(w io.Writer, err error, commandPath string) {
 		fmt.Fprintf(w, "rlm-sandbox: %s\nRun '%s --help' for usage.\n", msg, commandPath)
 		return
 	}
-	fmt.Fprintln(w, "rlm-sandbox:", err)
+	msg := err.Error()
+	if k := errorKind(err); k == kindDead || k == kindWorkerExited {
+		msg = firstLine(msg) // not the WebAssembly stack trace of a guest's crash
+	}
+	fmt.Fprintln(w, "rlm-sandbox:", msg)
 	if h := hint(err); h != "" {
 		fmt.Fprintln(w, "hint:", h)
 	}

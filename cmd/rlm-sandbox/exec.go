@@ -46,6 +46,12 @@ they are written; an exception prints its traceback to stderr. With --json,
 each block prints instead one JSON object (one line) with its stdout,
 stderr, error ("Type: message" or null), error_type, traceback,
 duration_ms, python_duration_ms, bridge_calls, timed_out and truncated.
+A block that called os._exit has error_type "ProcessExit".
+
+exit() and sys.exit() end the run as they end a Python script, with the
+status CPython gives: none, None, 0 or False exit 0, an int exits with it,
+anything else is printed on stderr and exits 1 (the value is seen through
+its str(): sys.exit("4") exits 4). os._exit(N) ends the run with status N.
 
 llm_query(prompt) and rlm_query(task, ctx) in the code are answered by the
 shell commands of --llm-cmd and --rlm-cmd; without them they raise
@@ -159,13 +165,21 @@ func runExec(parent context.Context, ios *iostreams, o *execOptions) error {
 	enc.SetEscapeHTML(false)
 	for i, code := range codes {
 		ce, err := sb.Execute(ctx, code)
-		// exit() and sys.exit() end the run, as in a Python script; a
-		// status other than 0 or None makes it a failure.
-		exited := err == nil && ce.ErrorType == "SystemExit"
+		// exit() and sys.exit() end the run, as in a Python script, with
+		// the status CPython would give; so does os._exit, which also ends
+		// the interpreter.
+		status, message, exited := systemExit(ce)
+		exited = exited && err == nil
+		osStatus, osExited := processExit(err)
 		if ce != nil {
 			switch {
 			case o.json:
-				if err := enc.Encode(executionResult(ce, err)); err != nil {
+				r := executionResult(ce, err)
+				if osExited {
+					r.Error = nullable(processExitType + ": " + processExitMessage(osStatus))
+					r.ErrorType = nullable(processExitType)
+				}
+				if err := enc.Encode(r); err != nil {
 					return err
 				}
 			case !streaming:
@@ -177,16 +191,18 @@ func runExec(parent context.Context, ios *iostreams, o *execOptions) error {
 			}
 		}
 		switch {
+		case osExited:
+			if osStatus&0xff != 0 && !o.json {
+				fmt.Fprintf(ios.ErrOut, "rlm-sandbox: %s: %s\n", o.sources[i].name, processExitMessage(osStatus))
+			}
+			return exitStatus(osStatus & 0xff)
 		case err != nil:
 			return fmt.Errorf("%s: %w", o.sources[i].name, orInterrupted(ctx, err))
 		case exited:
-			if status := strings.TrimPrefix(ce.Error, "SystemExit: "); status != "None" && status != "0" && status != "" {
-				if !o.json {
-					fmt.Fprintln(ios.ErrOut, ce.Error)
-				}
-				return errPython
+			if message != "" && !o.json {
+				fmt.Fprintln(ios.ErrOut, message)
 			}
-			return nil
+			return exitStatus(status)
 		case ce.Error != "":
 			return errPython
 		}
