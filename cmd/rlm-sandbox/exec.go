@@ -55,7 +55,9 @@ its str(): sys.exit("4") exits 4). os._exit(N) ends the run with status N.
 
 llm_query(prompt) and rlm_query(task, ctx) in the code are answered by the
 shell commands of --llm-cmd and --rlm-cmd; without them they raise
-BridgeError.
+BridgeError. The answer is what the command printed by the time it exited
+(children it left running are killed), at most 64 MiB (less 1 KiB): past
+that the command is killed and the call raises BridgeError.
 
 Exit status: 0 success, 1 the code raised an exception, 2 usage error,
 3 the sandbox failed, 124 timeout, 130 interrupted (Ctrl-C first
