@@ -87,6 +87,9 @@ interrupts the code, a second Ctrl-C ends the command at once).`,
 }
 
 func (o *execOptions) validate(ios *iostreams) error {
+	if err := o.sandbox.validate(); err != nil {
+		return err
+	}
 	if len(o.sources) == 0 {
 		if ios.inTTY {
 			return usageErrorf("no code to run: give -c CODE, a file, or pipe code on stdin (for an interactive session run `rlm-sandbox repl`)")

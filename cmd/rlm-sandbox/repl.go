@@ -41,6 +41,9 @@ variable gone.
 Lines can also be piped in: the prompts are then not shown.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.sandbox.validate(); err != nil {
+				return err
+			}
 			if o.sandbox.contextFromStdin() {
 				return usageErrorf("repl reads its input from standard input, so the context cannot come from it: use --context-file PATH")
 			}
