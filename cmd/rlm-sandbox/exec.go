@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -40,6 +41,10 @@ func newExecCmd(ios *iostreams, g *globalOptions, runF func(*execOptions) error)
 files, or from standard input ("-", or nothing given and stdin not a
 terminal). Several -c and files run one after another, in the order given,
 in the same sandbox; the first that raises an exception stops the run.
+Files and standard input are read as CPython reads a script: UTF-8, a
+byte order mark dropped, or the coding a PEP 263 declaration names
+(Latin-1 and ASCII besides UTF-8); code that does not decode is a
+SyntaxError, and then none of the code runs.
 
 Python's stdout and stderr stream to this command's stdout and stderr as
 they are written; an exception prints its traceback to stderr. With --json,
@@ -114,7 +119,8 @@ func (o *execOptions) validate(ios *iostreams) error {
 }
 
 // readSources returns the code of each block; the files are read before
-// any sandbox starts, so a wrong path fails fast.
+// any sandbox starts, so a wrong path fails fast. Files and standard input
+// are decoded as CPython decodes a script (see decodeSource).
 func (o *execOptions) readSources(stdin io.Reader) ([]string, error) {
 	codes := make([]string, len(o.sources))
 	for i, s := range o.sources {
@@ -126,13 +132,17 @@ func (o *execOptions) readSources(stdin io.Reader) ([]string, error) {
 			if err != nil {
 				return nil, fmt.Errorf("read code from standard input: %w", err)
 			}
-			codes[i] = string(b)
+			if codes[i], err = decodeSource(s.name, b); err != nil {
+				return nil, err
+			}
 		default:
 			b, err := os.ReadFile(s.path)
 			if err != nil {
 				return nil, usageErrorf("%v", err)
 			}
-			codes[i] = string(b)
+			if codes[i], err = decodeSource(s.name, b); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return codes, nil
@@ -141,6 +151,12 @@ func (o *execOptions) readSources(stdin io.Reader) ([]string, error) {
 func runExec(parent context.Context, ios *iostreams, o *execOptions) error {
 	// Inputs are read first, while Ctrl-C still ends the command at once.
 	codes, err := o.readSources(ios.In)
+	var bad *sourceError
+	if errors.As(err, &bad) {
+		// As CPython does, before any of the code runs.
+		fmt.Fprintln(ios.ErrOut, "rlm-sandbox:", bad)
+		return errPython
+	}
 	if err != nil {
 		return err
 	}
