@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"syscall"
 
 	"github.com/rlm-sandbox/rlm-sandbox/runtime"
@@ -18,7 +19,7 @@ const (
 	exitUsage       = 2   // bad flags or arguments
 	exitSandbox     = 3   // the sandbox could not run the code
 	exitTimeout     = 124 // as timeout(1)
-	exitInterrupted = 130 // 128 + SIGINT
+	exitInterrupted = 130 // 128 + SIGINT; SIGTERM gives 143 (128 + 15)
 )
 
 var (
@@ -122,6 +123,13 @@ func exitCode(err error) int {
 	return exitSandbox
 }
 
+// wallTimeout reports whether err is the expiry of --wall-timeout rather
+// than --timeout. Both are supervisor.ErrTimeout; only the text, written
+// by the supervisor's run, tells them apart.
+func wallTimeout(err error) bool {
+	return errors.Is(err, supervisor.ErrTimeout) && strings.Contains(err.Error(), "(wall timeout of ")
+}
+
 // hint says what to do about an error, or "".
 func hint(err error) string {
 	switch errorKind(err) {
@@ -135,6 +143,9 @@ func hint(err error) string {
 		return "the sandbox's interpreter is gone and everything it held with it; run the code again " +
 			"(with --direct if rlm-worker keeps failing)"
 	case kindTimeout:
+		if wallTimeout(err) {
+			return "raise --wall-timeout (it counts all the time, bridge calls included), or make the code and its bridge commands faster"
+		}
 		return "raise --timeout (it counts Python time), or make the code faster"
 	case kindProtocol:
 		return "rlm-sandbox and rlm-worker come from different builds: rebuild both with `make build`"

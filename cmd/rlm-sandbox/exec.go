@@ -65,8 +65,10 @@ BridgeError. The answer is what the command printed by the time it exited
 that the command is killed and the call raises BridgeError.
 
 Exit status: 0 success, 1 the code raised an exception, 2 usage error,
-3 the sandbox failed, 124 timeout, 130 interrupted (Ctrl-C first
-interrupts the code, a second Ctrl-C ends the command at once).`,
+3 the sandbox failed, 124 timeout (--timeout or --wall-timeout), 130
+interrupted by Ctrl-C (the first interrupts the code, a second ends the
+command at once), 143 ended by SIGTERM (the code is interrupted first), N
+the code called sys.exit(N) or os._exit(N).`,
 		Example: `  rlm-sandbox exec -c 'print(6*7)'
   rlm-sandbox exec script.py --context-file big.txt --timeout 10s
   seq 100 | rlm-sandbox exec --context-file - -c 'print(sum(map(int, context.split())))'

@@ -245,7 +245,11 @@ wait:
 	case res.err == nil:
 		return nil
 	case kind == kindTimeout:
-		fmt.Fprintln(r.ios.ErrOut, "rlm-sandbox: interrupted: the code ran longer than --timeout")
+		flag := "--timeout"
+		if wallTimeout(res.err) {
+			flag = "--wall-timeout"
+		}
+		fmt.Fprintln(r.ios.ErrOut, "rlm-sandbox: interrupted: the code ran longer than "+flag)
 	case kind == kindCanceled:
 		if ctx.Err() != nil {
 			return interruption(ctx)
