@@ -49,7 +49,7 @@ func (o *sandboxOptions) addFlags(fs *pflag.FlagSet, defaultTimeout time.Duratio
 	o.flags = fs
 	fs.StringVar(&o.contextText, "context", "", "`TEXT` that becomes the Python variable context")
 	fs.StringVar(&o.contextFile, "context-file", "", "file at `PATH` whose text becomes context (\"-\": standard input)")
-	fs.StringVar(&o.contextJSON, "context-json", "", "`JSON` value that becomes context (\"-\": read it from standard input, \"@PATH\": from a file);\nnested at most 200 levels deep")
+	fs.StringVar(&o.contextJSON, "context-json", "", "`JSON` value that becomes context (\"-\": read it from standard input, \"@PATH\": from a file);\nnested at most 200 levels deep, its numbers within a float's range")
 	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "interrupt code that runs Python longer than this (0: never)")
 	fs.DurationVar(&o.wallTimeout, "wall-timeout", 0, "interrupt code that takes longer than this, bridge calls included (0: never)")
 	fs.Var(&o.memoryLimit, "memory-limit", "cap the interpreter's memory, from 32M to 4G (e.g. 512M, 2G); past it Python raises MemoryError\n(default 0: 4G, all a wasm32 interpreter can address)")
