@@ -40,3 +40,17 @@ func TestCLIInterrupt(t *testing.T) {
 		})
 	}
 }
+
+// TestCLITerminate sends SIGTERM to rlm-sandbox exec while the code spins:
+// the code is interrupted and the exit status is 143 (128 + SIGTERM), as
+// README.md and --help say.
+func TestCLITerminate(t *testing.T) {
+	p := startCLI(t, "exec", "-c", "print('started', flush=True)\nwhile True: pass")
+	p.stdout.waitFor(t, "started\n", 2*time.Minute)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, 30*time.Second); code != 143 {
+		t.Fatalf("exit status %d, want 143; stderr %q", code, p.stderr)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"syscall"
 
 	"github.com/rlm-sandbox/rlm-sandbox/runtime"
@@ -18,7 +19,7 @@ const (
 	exitUsage       = 2   // bad flags or arguments
 	exitSandbox     = 3   // the sandbox could not run the code
 	exitTimeout     = 124 // as timeout(1)
-	exitInterrupted = 130 // 128 + SIGINT
+	exitInterrupted = 130 // 128 + SIGINT; SIGTERM gives 143 (128 + 15)
 )
 
 var (
@@ -42,6 +43,7 @@ func (e *signalError) Error() string { return "interrupted by " + e.sig.String()
 // `serve` both derive from them, here and nowhere else.
 const (
 	kindPython            = "python"
+	kindExit              = "exit" // the code chose the status: sys.exit, os._exit
 	kindUsage             = "usage"
 	kindTimeout           = "timeout"
 	kindInterrupted       = "interrupted"
@@ -60,9 +62,12 @@ const (
 // the interpreter killed is still a timeout.
 func errorKind(err error) string {
 	var sig *signalError
+	var exit *exitStatusError
 	switch {
 	case errors.As(err, &sig):
 		return kindInterrupted
+	case errors.As(err, &exit):
+		return kindExit
 	case errors.Is(err, errPython):
 		return kindPython
 	case errors.Is(err, errUsage):
@@ -97,6 +102,10 @@ func exitCode(err error) int {
 	switch errorKind(err) {
 	case kindPython:
 		return exitPython
+	case kindExit:
+		var exit *exitStatusError
+		errors.As(err, &exit)
+		return exit.status
 	case kindUsage:
 		return exitUsage
 	case kindTimeout:
@@ -114,6 +123,13 @@ func exitCode(err error) int {
 	return exitSandbox
 }
 
+// wallTimeout reports whether err is the expiry of --wall-timeout rather
+// than --timeout. Both are supervisor.ErrTimeout; only the text, written
+// by the supervisor's run, tells them apart.
+func wallTimeout(err error) bool {
+	return errors.Is(err, supervisor.ErrTimeout) && strings.Contains(err.Error(), "(wall timeout of ")
+}
+
 // hint says what to do about an error, or "".
 func hint(err error) string {
 	switch errorKind(err) {
@@ -127,6 +143,9 @@ func hint(err error) string {
 		return "the sandbox's interpreter is gone and everything it held with it; run the code again " +
 			"(with --direct if rlm-worker keeps failing)"
 	case kindTimeout:
+		if wallTimeout(err) {
+			return "raise --wall-timeout (it counts all the time, bridge calls included), or make the code and its bridge commands faster"
+		}
 		return "raise --timeout (it counts Python time), or make the code faster"
 	case kindProtocol:
 		return "rlm-sandbox and rlm-worker come from different builds: rebuild both with `make build`"
@@ -138,7 +157,7 @@ func hint(err error) string {
 // already been printed, usage errors point at --help.
 func reportError(w io.Writer, err error, commandPath string) {
 	switch errorKind(err) {
-	case kindPython:
+	case kindPython, kindExit:
 		return
 	case kindUsage:
 		msg := err.Error()
@@ -148,7 +167,11 @@ func reportError(w io.Writer, err error, commandPath string) {
 		fmt.Fprintf(w, "rlm-sandbox: %s\nRun '%s --help' for usage.\n", msg, commandPath)
 		return
 	}
-	fmt.Fprintln(w, "rlm-sandbox:", err)
+	msg := err.Error()
+	if k := errorKind(err); k == kindDead || k == kindWorkerExited {
+		msg = firstLine(msg) // not the WebAssembly stack trace of a guest's crash
+	}
+	fmt.Fprintln(w, "rlm-sandbox:", msg)
 	if h := hint(err); h != "" {
 		fmt.Fprintln(w, "hint:", h)
 	}

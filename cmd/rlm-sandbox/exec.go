@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -40,20 +41,34 @@ func newExecCmd(ios *iostreams, g *globalOptions, runF func(*execOptions) error)
 files, or from standard input ("-", or nothing given and stdin not a
 terminal). Several -c and files run one after another, in the order given,
 in the same sandbox; the first that raises an exception stops the run.
+Files and standard input are read as CPython reads a script: UTF-8, a
+byte order mark dropped, or the coding a PEP 263 declaration names
+(Latin-1 and ASCII besides UTF-8); code that does not decode is a
+SyntaxError, and then none of the code runs.
 
 Python's stdout and stderr stream to this command's stdout and stderr as
 they are written; an exception prints its traceback to stderr. With --json,
 each block prints instead one JSON object (one line) with its stdout,
 stderr, error ("Type: message" or null), error_type, traceback,
 duration_ms, python_duration_ms, bridge_calls, timed_out and truncated.
+A block that called os._exit has error_type "ProcessExit".
+
+exit() and sys.exit() end the run as they end a Python script, with the
+status CPython gives: none, None, 0 or False exit 0, an int exits with it,
+anything else is printed on stderr and exits 1 (the value is seen through
+its str(): sys.exit("4") exits 4). os._exit(N) ends the run with status N.
 
 llm_query(prompt) and rlm_query(task, ctx) in the code are answered by the
 shell commands of --llm-cmd and --rlm-cmd; without them they raise
-BridgeError.
+BridgeError. The answer is what the command printed by the time it exited
+(children it left running are killed), at most 64 MiB (less 1 KiB): past
+that the command is killed and the call raises BridgeError.
 
 Exit status: 0 success, 1 the code raised an exception, 2 usage error,
-3 the sandbox failed, 124 timeout, 130 interrupted (Ctrl-C first
-interrupts the code, a second Ctrl-C ends the command at once).`,
+3 the sandbox failed, 124 timeout (--timeout or --wall-timeout), 130
+interrupted by Ctrl-C (the first interrupts the code, a second ends the
+command at once), 143 ended by SIGTERM (the code is interrupted first), N
+the code called sys.exit(N) or os._exit(N).`,
 		Example: `  rlm-sandbox exec -c 'print(6*7)'
   rlm-sandbox exec script.py --context-file big.txt --timeout 10s
   seq 100 | rlm-sandbox exec --context-file - -c 'print(sum(map(int, context.split())))'
@@ -79,6 +94,9 @@ interrupts the code, a second Ctrl-C ends the command at once).`,
 }
 
 func (o *execOptions) validate(ios *iostreams) error {
+	if err := o.sandbox.validate(); err != nil {
+		return err
+	}
 	if len(o.sources) == 0 {
 		if ios.inTTY {
 			return usageErrorf("no code to run: give -c CODE, a file, or pipe code on stdin (for an interactive session run `rlm-sandbox repl`)")
@@ -103,7 +121,8 @@ func (o *execOptions) validate(ios *iostreams) error {
 }
 
 // readSources returns the code of each block; the files are read before
-// any sandbox starts, so a wrong path fails fast.
+// any sandbox starts, so a wrong path fails fast. Files and standard input
+// are decoded as CPython decodes a script (see decodeSource).
 func (o *execOptions) readSources(stdin io.Reader) ([]string, error) {
 	codes := make([]string, len(o.sources))
 	for i, s := range o.sources {
@@ -115,13 +134,17 @@ func (o *execOptions) readSources(stdin io.Reader) ([]string, error) {
 			if err != nil {
 				return nil, fmt.Errorf("read code from standard input: %w", err)
 			}
-			codes[i] = string(b)
+			if codes[i], err = decodeSource(s.name, b); err != nil {
+				return nil, err
+			}
 		default:
 			b, err := os.ReadFile(s.path)
 			if err != nil {
 				return nil, usageErrorf("%v", err)
 			}
-			codes[i] = string(b)
+			if codes[i], err = decodeSource(s.name, b); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return codes, nil
@@ -130,6 +153,12 @@ func (o *execOptions) readSources(stdin io.Reader) ([]string, error) {
 func runExec(parent context.Context, ios *iostreams, o *execOptions) error {
 	// Inputs are read first, while Ctrl-C still ends the command at once.
 	codes, err := o.readSources(ios.In)
+	var bad *sourceError
+	if errors.As(err, &bad) {
+		// As CPython does, before any of the code runs.
+		fmt.Fprintln(ios.ErrOut, "rlm-sandbox:", bad)
+		return errPython
+	}
 	if err != nil {
 		return err
 	}
@@ -158,13 +187,21 @@ func runExec(parent context.Context, ios *iostreams, o *execOptions) error {
 	enc.SetEscapeHTML(false)
 	for i, code := range codes {
 		ce, err := sb.Execute(ctx, code)
-		// exit() and sys.exit() end the run, as in a Python script; a
-		// status other than 0 or None makes it a failure.
-		exited := err == nil && ce.ErrorType == "SystemExit"
+		// exit() and sys.exit() end the run, as in a Python script, with
+		// the status CPython would give; so does os._exit, which also ends
+		// the interpreter.
+		status, message, exited := systemExit(ce)
+		exited = exited && err == nil
+		osStatus, osExited := processExit(err)
 		if ce != nil {
 			switch {
 			case o.json:
-				if err := enc.Encode(executionResult(ce, err)); err != nil {
+				r := executionResult(ce, err)
+				if osExited {
+					r.Error = nullable(processExitType + ": " + processExitMessage(osStatus))
+					r.ErrorType = nullable(processExitType)
+				}
+				if err := enc.Encode(r); err != nil {
 					return err
 				}
 			case !streaming:
@@ -176,16 +213,18 @@ func runExec(parent context.Context, ios *iostreams, o *execOptions) error {
 			}
 		}
 		switch {
+		case osExited:
+			if osStatus&0xff != 0 && !o.json {
+				fmt.Fprintf(ios.ErrOut, "rlm-sandbox: %s: %s\n", o.sources[i].name, processExitMessage(osStatus))
+			}
+			return exitStatus(osStatus & 0xff)
 		case err != nil:
 			return fmt.Errorf("%s: %w", o.sources[i].name, orInterrupted(ctx, err))
 		case exited:
-			if status := strings.TrimPrefix(ce.Error, "SystemExit: "); status != "None" && status != "0" && status != "" {
-				if !o.json {
-					fmt.Fprintln(ios.ErrOut, ce.Error)
-				}
-				return errPython
+			if message != "" && !o.json {
+				fmt.Fprintln(ios.ErrOut, message)
 			}
-			return nil
+			return exitStatus(status)
 		case ce.Error != "":
 			return errPython
 		}

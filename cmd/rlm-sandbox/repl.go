@@ -30,15 +30,20 @@ func newReplCmd(ios *iostreams, g *globalOptions, runF func(*replOptions) error)
 the ">>>" prompt ("..." asks for the rest of a block; an empty line ends
 it), and the value of an expression is printed as Python's own prompt does.
 Ctrl-C interrupts running code (or discards the input being typed) and the
-session goes on; Ctrl-D or exit() ends it.
+session goes on; Ctrl-D or exit() ends it. exit(N) and sys.exit(N) end
+it with the status Python's own prompt exits with (see exec --help).
 
-Code that ignores the interrupt is killed after a grace period; the session
-then starts a fresh interpreter, with ` + "`context`" + ` set again and every other
+Code that ignores the interrupt is killed after a grace period (and code
+that calls os._exit ends its interpreter); the session then starts a fresh
+interpreter, with ` + "`context`" + ` set again and every other
 variable gone.
 
 Lines can also be piped in: the prompts are then not shown.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.sandbox.validate(); err != nil {
+				return err
+			}
 			if o.sandbox.contextFromStdin() {
 				return usageErrorf("repl reads its input from standard input, so the context cannot come from it: use --context-file PATH")
 			}
@@ -100,7 +105,7 @@ func runRepl(parent context.Context, ios *iostreams, o *replOptions) error {
 	return r.loop(ctx)
 }
 
-// errEndSession: exit() was called.
+// errEndSession: exit() was called, with a status of 0.
 var errEndSession = errors.New("session ended")
 
 // input is a line read from standard input, or the end of it.
@@ -218,7 +223,14 @@ wait:
 			break wait
 		}
 	}
-	if res.err == nil && res.ce.ErrorType == "SystemExit" {
+	// exit() and sys.exit() end the session with CPython's status.
+	if status, message, ok := systemExit(res.ce); ok && res.err == nil {
+		if message != "" {
+			fmt.Fprintln(r.ios.ErrOut, message)
+		}
+		if status != 0 {
+			return exitStatus(status)
+		}
 		return errEndSession
 	}
 	if ce := res.ce; ce != nil {
@@ -232,7 +244,11 @@ wait:
 	case res.err == nil:
 		return nil
 	case kind == kindTimeout:
-		fmt.Fprintln(r.ios.ErrOut, "rlm-sandbox: interrupted: the code ran longer than --timeout")
+		flag := "--timeout"
+		if wallTimeout(res.err) {
+			flag = "--wall-timeout"
+		}
+		fmt.Fprintln(r.ios.ErrOut, "rlm-sandbox: interrupted: the code ran longer than "+flag)
 	case kind == kindCanceled:
 		if ctx.Err() != nil {
 			return interruption(ctx)
@@ -256,7 +272,7 @@ func (r *repl) restartIfDead(ctx context.Context, err error) error {
 	if k := errorKind(err); k != kindDead && k != kindWorkerExited {
 		return err
 	}
-	fmt.Fprintf(r.ios.ErrOut, "rlm-sandbox: %v\nrlm-sandbox: starting a fresh interpreter: `context` is set again, every other variable is gone\n", err)
+	fmt.Fprintf(r.ios.ErrOut, "rlm-sandbox: %s\nrlm-sandbox: starting a fresh interpreter: `context` is set again, every other variable is gone\n", deadMessage(err))
 	if err := r.sb.Restart(ctx); err != nil {
 		return err
 	}

@@ -27,7 +27,8 @@ Python variable ` + "`context`" + `.
 
 Exit status: 0 success, 1 the Python code raised an exception, 2 usage
 error, 3 the sandbox failed (Pyodide missing, worker crashed...), 124
-timeout, 130 interrupted.`,
+timeout, 130 interrupted (SIGINT, Ctrl-C), 143 terminated (SIGTERM), N the
+code called sys.exit(N) or os._exit(N).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRun: func(*cobra.Command, []string) {

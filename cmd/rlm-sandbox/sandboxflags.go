@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -31,15 +32,27 @@ type sandboxOptions struct {
 	rlmCmd string
 
 	indexURL []string
+
+	flags *pflag.FlagSet // to tell a flag given empty from one not given
 }
 
+// The range of --memory-limit. Below 32 MiB an interpreter cannot start
+// from its boot snapshot (30 MiB of memory today), and a limit below the
+// memory it boots with has no effect at all; 4 GiB is all a wasm32
+// interpreter can address.
+const (
+	minMemoryLimit = 32 << 20
+	maxMemoryLimit = 4 << 30
+)
+
 func (o *sandboxOptions) addFlags(fs *pflag.FlagSet, defaultTimeout time.Duration) {
+	o.flags = fs
 	fs.StringVar(&o.contextText, "context", "", "`TEXT` that becomes the Python variable context")
 	fs.StringVar(&o.contextFile, "context-file", "", "file at `PATH` whose text becomes context (\"-\": standard input)")
-	fs.StringVar(&o.contextJSON, "context-json", "", "`JSON` value that becomes context (\"-\": read it from standard input, \"@PATH\": from a file)")
+	fs.StringVar(&o.contextJSON, "context-json", "", "`JSON` value that becomes context (\"-\": read it from standard input, \"@PATH\": from a file);\nnested at most 200 levels deep, its numbers within a float's range")
 	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "interrupt code that runs Python longer than this (0: never)")
 	fs.DurationVar(&o.wallTimeout, "wall-timeout", 0, "interrupt code that takes longer than this, bridge calls included (0: never)")
-	fs.Var(&o.memoryLimit, "memory-limit", "cap the interpreter's memory (e.g. 512M, 2G); past it Python raises MemoryError")
+	fs.Var(&o.memoryLimit, "memory-limit", "cap the interpreter's memory, from 32M to 4G (e.g. 512M, 2G); past it Python raises MemoryError\n(default 0: 4G, all a wasm32 interpreter can address)")
 	fs.BoolVar(&o.direct, "direct", false, "run the interpreter in this process instead of an rlm-worker process")
 	fs.StringVar(&o.llmCmd, "llm-cmd", "", "answer llm_query(prompt) by running shell `COMMAND` with the prompt on stdin; its stdout is the answer")
 	addIndexURLFlag(fs, &o.indexURL)
@@ -49,6 +62,22 @@ func (o *sandboxOptions) addFlags(fs *pflag.FlagSet, defaultTimeout time.Duratio
 // addIndexURLFlag adds the repeatable --index-url flag.
 func addIndexURLFlag(fs *pflag.FlagSet, urls *[]string) {
 	fs.StringArrayVar(urls, "index-url", nil, "load Pyodide from `URL` (a directory, file:// or http(s):// URL); repeat for fallbacks, tried in order (default: $"+runtime.IndexURLEnv+", else the cache, then jsDelivr)")
+}
+
+// validate checks the flags that can be checked before anything is read.
+func (o *sandboxOptions) validate() error {
+	for _, f := range []struct{ name, want string }{
+		{"context-file", `a path, or "-" for standard input`},
+		{"context-json", `a JSON value, "-" for standard input or "@PATH" for a file`},
+	} {
+		if o.flags.Changed(f.name) && o.flags.Lookup(f.name).Value.String() == "" {
+			return usageErrorf("--%s is empty: give %s", f.name, f.want)
+		}
+	}
+	if m := uint64(o.memoryLimit); m != 0 && (m < minMemoryLimit || m > maxMemoryLimit) {
+		return usageErrorf("--memory-limit must be from 32M to 4G (0: 4G); %d bytes is out of range", m)
+	}
+	return nil
 }
 
 // contextFromStdin reports whether the context is read from standard input.
@@ -96,13 +125,57 @@ func (o *sandboxOptions) contextValue(stdin io.Reader) (any, error) {
 			}
 			data = b
 		}
+		if err := checkJSONDepth(data, maxContextDepth); err != nil {
+			return nil, usageErrorf("--context-json: %v", err)
+		}
 		v, err := parseJSON(data)
-		if err != nil {
+		var num *strconv.NumError
+		switch {
+		case errors.As(err, &num) && errors.Is(num.Err, strconv.ErrRange):
+			return nil, usageErrorf("--context-json: the number %s is out of range: a Python float holds at most about 1.8e308", num.Num)
+		case err != nil:
 			return nil, usageErrorf("--context-json: not valid JSON: %v", err)
 		}
 		return v, nil
 	}
 	return o.contextText, nil
+}
+
+// maxContextDepth is how deeply a context may nest: the supervisor refuses
+// a value nested deeper (its maxValueDepth).
+const maxContextDepth = 200
+
+// checkJSONDepth fails when the JSON text data nests values more than max
+// levels deep, the way the supervisor counts: the top-level value is at
+// level 0, the elements and values of a container one level below it. It
+// looks at the brackets only, so that encoding/json's own limit (10,000
+// levels) is never the one reached; other errors are left to the decoder.
+func checkJSONDepth(data []byte, max int) error {
+	open := 0 // containers open around the current position
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		switch c {
+		case ' ', '\t', '\n', '\r', ',', ':':
+			continue
+		case ']', '}':
+			open--
+			continue
+		}
+		if open > max { // a value, or a key, inside a container at level max
+			return fmt.Errorf("the value is nested more than %d levels deep, the most a context may be", max)
+		}
+		switch c {
+		case '[', '{':
+			open++
+		case '"':
+			for i++; i < len(data) && data[i] != '"'; i++ {
+				if data[i] == '\\' {
+					i++
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // config is the supervisor.Config the flags describe.

@@ -1,0 +1,111 @@
+package tests
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// exitCase is a run of bin/rlm-sandbox whose stdout, stderr and exit
+// status must be exactly these.
+type exitCase struct {
+	name, stdin string
+	args        []string
+	out, err    string
+	code        int
+}
+
+func runExitCases(t *testing.T, cases []exitCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, errOut, code := runCLI(t, c.stdin, c.args...)
+			if code != c.code || out != c.out || errOut != c.err {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit %d, stdout %q, stderr %q", code, out, errOut, c.code, c.out, c.err)
+			}
+		})
+	}
+}
+
+// TestCLIExecSystemExit checks that exec exits as CPython does at an
+// uncaught SystemExit: None, 0 and False exit 0, an int with it (its low 8
+// bits), anything else is printed and exits 1; later blocks do not run.
+func TestCLIExecSystemExit(t *testing.T) {
+	exec := func(code string) []string { return []string{"exec", "-c", code, "-c", "print('not reached')"} }
+	runExitCases(t, []exitCase{
+		{name: "sys.exit()", args: exec(`import sys; print("done"); sys.exit()`), out: "done\n"},
+		{name: "exit()", args: exec(`exit()`)},
+		{name: "sys.exit(None)", args: exec(`import sys; sys.exit(None)`)},
+		{name: "sys.exit(0)", args: exec(`import sys; sys.exit(0)`)},
+		{name: "raise SystemExit", args: exec(`raise SystemExit`)},
+		{name: "SystemExit(False)", args: exec(`raise SystemExit(False)`)},
+		{name: "SystemExit(True)", args: exec(`raise SystemExit(True)`), code: 1},
+		{name: "sys.exit(4)", args: exec(`import sys; sys.exit(4)`), code: 4},
+		{name: "sys.exit(1)", args: exec(`import sys; sys.exit(1)`), code: 1},
+		{name: "sys.exit(300)", args: exec(`import sys; sys.exit(300)`), code: 44},
+		{name: "sys.exit(-1)", args: exec(`import sys; sys.exit(-1)`), code: 255},
+		{name: "sys.exit(2**70)", args: exec(`import sys; sys.exit(2**70)`), code: 255},
+		{name: "sys.exit(message)", args: exec(`import sys; sys.exit("bye")`), err: "bye\n", code: 1},
+		{name: "SystemExit(1, 2)", args: exec(`raise SystemExit(1, 2)`), err: "(1, 2)\n", code: 1},
+		{name: "from a file", stdin: "import sys\nsys.exit(3)\n", args: []string{"exec", "-"}, code: 3},
+		{name: "--direct", args: append([]string{"exec", "--direct"}, exec(`import sys; sys.exit(5)`)[1:]...), code: 5},
+		{name: "caught", args: []string{"exec", "-c", "try:\n    exit(3)\nexcept SystemExit as e:\n    print('caught', e.code)"}, out: "caught 3\n"},
+	})
+	t.Run("--json", func(t *testing.T) {
+		out, errOut, code := runCLI(t, "", "exec", "--json", "-c", "import sys; sys.exit(7)", "-c", "pass")
+		var m map[string]any
+		if err := json.Unmarshal([]byte(out), &m); err != nil || code != 7 || errOut != "" {
+			t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+		}
+		if m["error_type"] != "SystemExit" || m["error"] != "SystemExit: 7" {
+			t.Fatalf("%v", m)
+		}
+	})
+}
+
+// TestCLIReplSystemExit checks that sys.exit ends a repl session with the
+// status CPython's prompt exits with, and reads no further input.
+func TestCLIReplSystemExit(t *testing.T) {
+	runExitCases(t, []exitCase{
+		{name: "sys.exit(4)", stdin: "print(1)\nimport sys; sys.exit(4)\nprint(2)\n", args: []string{"repl"}, out: "1\n", code: 4},
+		{name: "exit()", stdin: "exit()\nprint(2)\n", args: []string{"repl"}},
+		{name: "exit(False)", stdin: "exit(False)\nprint(2)\n", args: []string{"repl"}},
+		{name: "a message", stdin: "exit('bye')\nprint(2)\n", args: []string{"repl"}, err: "bye\n", code: 1},
+		{name: "in a block at the end of input", stdin: "if True:\n    exit(9)", args: []string{"repl"}, code: 9},
+		{name: "--direct", stdin: "raise SystemExit(2)\n", args: []string{"repl", "--direct"}, code: 2},
+	})
+}
+
+// TestCLIProcessExit checks os._exit: a one-line message, not the
+// interpreter's internals, and os._exit's status; --json says that the
+// block failed.
+func TestCLIProcessExit(t *testing.T) {
+	const msg = "the code called os._exit(5): the Python process ended"
+	runExitCases(t, []exitCase{
+		{name: "exec", args: []string{"exec", "-c", "import os; print('a', flush=True); os._exit(5)", "-c", "print('not reached')"},
+			out: "a\n", err: "rlm-sandbox: -c #1: " + msg + "\n", code: 5},
+		{name: "exec --direct", args: []string{"exec", "--direct", "-c", "import os; os._exit(5)"}, err: "rlm-sandbox: -c: " + msg + "\n", code: 5},
+		{name: "exec, status 0", args: []string{"exec", "-c", "import os; os._exit(0)", "-c", "print('not reached')"}},
+		{name: "exec, status 261", args: []string{"exec", "-c", "import os; os._exit(261)"},
+			err: "rlm-sandbox: -c: the code called os._exit(261): the Python process ended\n", code: 5},
+	})
+	t.Run("--json", func(t *testing.T) {
+		out, errOut, code := runCLI(t, "", "exec", "--json", "-c", "import os; os._exit(5)")
+		var m map[string]any
+		if err := json.Unmarshal([]byte(out), &m); err != nil || code != 5 || errOut != "" {
+			t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+		}
+		if m["error_type"] != "ProcessExit" || m["error"] != "ProcessExit: "+msg {
+			t.Fatalf("%v", m)
+		}
+	})
+	// repl does what it does for any interpreter that is gone: says so,
+	// and goes on with a fresh one.
+	t.Run("repl", func(t *testing.T) {
+		out, errOut, code := runCLI(t, "x = 1\nimport os; os._exit(5)\nprint('x' in globals(), context)\n", "repl", "--context", "ctx")
+		if code != 0 || out != "False ctx\n" || !strings.HasPrefix(errOut, "rlm-sandbox: "+msg+"\n") ||
+			strings.Contains(errOut, "wasm") || strings.Count(errOut, "\n") != 2 {
+			t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+		}
+	})
+}

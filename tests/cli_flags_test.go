@@ -1,0 +1,54 @@
+package tests
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestCLIFlagValues checks that meaningless flag values are usage errors
+// (exit 2) with a message saying what is wrong, in exec and in repl.
+func TestCLIFlagValues(t *testing.T) {
+	nested := func(levels int, inner string) string {
+		return strings.Repeat("[", levels) + inner + strings.Repeat("]", levels)
+	}
+	const tooDeep = "--context-json: the value is nested more than 200 levels deep"
+	runCLICases(t, []cliCase{
+		{name: "empty --context-file", args: []string{"exec", "--context-file", "", "-c", "pass"},
+			errHas: []string{"--context-file is empty"}, code: 2},
+		{name: "empty --context-json", args: []string{"exec", "--context-json", "", "-c", "pass"},
+			errHas: []string{"--context-json is empty"}, code: 2},
+		{name: "empty --context-file, repl", args: []string{"repl", "--context-file", ""},
+			errHas: []string{"--context-file is empty"}, code: 2},
+		{name: "empty --context still a context", args: []string{"exec", "--context", "", "-c", "print(repr(context))"}, out: "''\n"},
+
+		{name: "--memory-limit of one byte", args: []string{"exec", "--memory-limit", "1", "-c", "pass"},
+			errHas: []string{"--memory-limit must be from 32M to 4G"}, code: 2},
+		{name: "--memory-limit below 32M", args: []string{"exec", "--memory-limit", "32767K", "-c", "pass"},
+			errHas: []string{"--memory-limit must be from 32M to 4G"}, code: 2},
+		{name: "--memory-limit 8G", args: []string{"exec", "--memory-limit", "8G", "-c", "pass"},
+			errHas: []string{"--memory-limit must be from 32M to 4G"}, code: 2},
+		{name: "--memory-limit past 4G", args: []string{"exec", "--memory-limit", "4294967297", "-c", "pass"},
+			errHas: []string{"--memory-limit must be from 32M to 4G"}, code: 2},
+		{name: "--memory-limit 8G, repl", args: []string{"repl", "--memory-limit", "8G"},
+			errHas: []string{"--memory-limit must be from 32M to 4G"}, code: 2},
+		{name: "--memory-limit 32M", args: []string{"exec", "--memory-limit", "32M", "-c", "print(1)"}, out: "1\n"},
+		{name: "--memory-limit 4G", args: []string{"exec", "--memory-limit", "4G", "-c", "print(1)"}, out: "1\n"},
+		{name: "--memory-limit 0", args: []string{"exec", "--memory-limit", "0", "-c", "print(1)"}, out: "1\n"},
+
+		{name: "--context-json 1e400", args: []string{"exec", "--context-json", "1e400", "-c", "pass"},
+			errHas: []string{"--context-json: the number 1e400 is out of range"}, code: 2},
+		{name: "--context-json [-1e400]", args: []string{"exec", "--context-json", "[-1e400]", "-c", "pass"},
+			errHas: []string{"--context-json: the number -1e400 is out of range"}, code: 2},
+		// The supervisor's limit: the top-level value is level 0.
+		{name: "nested 200 levels", args: []string{"exec", "--context-json", nested(200, "1"), "-c", "print(type(context).__name__)"}, out: "list\n"},
+		{name: "nested 201 levels", args: []string{"exec", "--context-json", nested(201, "1"), "-c", "pass"},
+			errHas: []string{tooDeep}, code: 2},
+		{name: "objects nested 201 levels", args: []string{"exec", "--context-json",
+			strings.Repeat(`{"a": `, 201) + "1" + strings.Repeat("}", 201), "-c", "pass"},
+			errHas: []string{tooDeep}, code: 2},
+		{name: "brackets in strings do not count", args: []string{"exec", "--context-json",
+			`["` + strings.Repeat(`[\"`, 300) + `"]`, "-c", "print(len(context[0]))"}, out: "600\n"},
+		{name: "nested 20,000 levels", args: []string{"exec", "--context-json", nested(20_000, ""), "-c", "pass"},
+			errHas: []string{tooDeep}, code: 2},
+	})
+}
