@@ -2,6 +2,7 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -96,6 +97,17 @@ func TestCLIProcessExit(t *testing.T) {
 			t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
 		}
 		if m["error_type"] != "ProcessExit" || m["error"] != "ProcessExit: "+msg {
+			t.Fatalf("%v", m)
+		}
+	})
+	t.Run("--json, a killed sandbox", func(t *testing.T) {
+		stubborn := "while True:\n    try:\n        while True: pass\n    except BaseException: pass"
+		out, _, code := runCLI(t, "", "exec", "--json", "--timeout", "200ms", "-c", stubborn)
+		var m map[string]any
+		if err := json.Unmarshal([]byte(out), &m); err != nil || code != 124 {
+			t.Fatalf("exit %d, stdout %q", code, out)
+		}
+		if m["error_type"] != "SandboxError" || !strings.Contains(fmt.Sprint(m["error"]), "dead") || m["timed_out"] != true {
 			t.Fatalf("%v", m)
 		}
 	})

@@ -51,7 +51,9 @@ they are written; an exception prints its traceback to stderr. With --json,
 each block prints instead one JSON object (one line) with its stdout,
 stderr, error ("Type: message" or null), error_type, traceback,
 duration_ms, python_duration_ms, bridge_calls, timed_out and truncated.
-A block that called os._exit has error_type "ProcessExit".
+A block that called os._exit has error_type "ProcessExit", and one whose
+sandbox failed without a Python exception (its worker was killed, say)
+"SandboxError".
 
 exit() and sys.exit() end the run as they end a Python script, with the
 status CPython gives: none, None, 0 or False exit 0, an int exits with it,
@@ -197,9 +199,14 @@ func runExec(parent context.Context, ios *iostreams, o *execOptions) error {
 			switch {
 			case o.json:
 				r := executionResult(ce, err)
-				if osExited {
+				switch {
+				case osExited:
 					r.Error = nullable(processExitType + ": " + processExitMessage(osStatus))
 					r.ErrorType = nullable(processExitType)
+				case err != nil && r.Error == nil:
+					// The sandbox failed (a killed worker, say): not a success.
+					r.Error = nullable(sandboxErrorType + ": " + err.Error())
+					r.ErrorType = nullable(sandboxErrorType)
 				}
 				if err := enc.Encode(r); err != nil {
 					return err

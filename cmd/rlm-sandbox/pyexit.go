@@ -31,6 +31,10 @@ func exitStatus(status int) error {
 // that called os._exit, which raises no exception.
 const processExitType = "ProcessExit"
 
+// sandboxErrorType is the --json error_type of a block whose sandbox
+// failed without a Python exception.
+const sandboxErrorType = "SandboxError"
+
 // systemExit reads the SystemExit that ended an execution the way CPython
 // does at the top level: no argument, None, 0 and False exit 0, an int
 // exits with it (its low 8 bits, as the operating system keeps them; 255
