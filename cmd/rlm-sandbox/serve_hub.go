@@ -409,8 +409,8 @@ func (s *server) authenticateFirst(line []byte) bool {
 	if s.token == nil || s.authed {
 		return true
 	}
-	var m message
-	if line[0] == '{' && json.Unmarshal(line, &m) == nil && m.Method == "authenticate" && s.tokenOK(m.Params) {
+	m, err := decodeMessage(line)
+	if err == nil && m.Method == "authenticate" && s.tokenOK(m.Params) {
 		s.authed = true
 		if s.afterAuth != nil {
 			s.afterAuth()
@@ -418,7 +418,7 @@ func (s *server) authenticateFirst(line []byte) bool {
 		return true
 	}
 	id := m.ID
-	if !validID(id) || len(id) == 0 {
+	if len(id) == 0 {
 		id = nullID
 	}
 	s.send(errorResponse{"2.0", id, newRPCError(codeUnauthorized, kindUnauthorized,
@@ -438,7 +438,12 @@ func (s *server) tokenOK(raw json.RawMessage) bool {
 // authenticate answers the authenticate method: {} when the token is right
 // or none is needed (so a client may always send it).
 func (s *server) authenticate(raw json.RawMessage, done doneFunc) {
-	if s.token != nil && !s.tokenOK(raw) {
+	if s.token == nil {
+		if err := decodeParams(raw, &tokenParams{}); err != nil {
+			done(nil, err)
+			return
+		}
+	} else if !s.tokenOK(raw) {
 		done(nil, newRPCError(codeUnauthorized, kindUnauthorized, "unauthorized: wrong token"))
 		return
 	}

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
@@ -101,6 +99,10 @@ func (s *server) dispatch(m *message, done doneFunc) {
 		}
 		done(struct{}{}, nil)
 	case "version":
+		if err := decodeParams(m.Params, &noParams{}); err != nil {
+			done(nil, err)
+			return
+		}
 		done(newVersionInfo(), nil)
 	default:
 		done(nil, newRPCError(codeMethodNotFound, "method_not_found", "no method %q; the methods are %s", m.Method, methods))
@@ -136,8 +138,8 @@ type (
 	}
 	executeParams struct {
 		sandboxParam
-		Code        string `json:"code"`
-		Interactive bool   `json:"interactive"`
+		Code        *string `json:"code"` // required
+		Interactive bool    `json:"interactive"`
 	}
 	variableParams struct {
 		sandboxParam
@@ -172,6 +174,13 @@ type (
 	}
 )
 
+func (p *executeParams) validate() error {
+	if p.Code == nil {
+		return invalidParams(`"code" is required`)
+	}
+	return nil
+}
+
 func (p *variableParams) validate() error {
 	if p.Name == "" {
 		return invalidParams(`"name" is required`)
@@ -194,24 +203,6 @@ func nonNil(l []string) []string {
 
 func invalidParams(format string, args ...any) *rpcError {
 	return newRPCError(codeInvalidParams, "invalid_params", format, args...)
-}
-
-// decodeParams reads params (an object; absent means {}) into v, refusing
-// unknown fields so that a misspelt option is an error, not ignored.
-func decodeParams(raw json.RawMessage, v any) error {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		raw = []byte("{}")
-	}
-	if raw[0] != '{' {
-		return invalidParams("params must be an object (named parameters)")
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return invalidParams("invalid params: %s", strings.TrimPrefix(err.Error(), "json: "))
-	}
-	return nil
 }
 
 // lookup finds a sandbox by id.
@@ -395,7 +386,7 @@ func (s *server) execute(e *sandboxEntry, sb supervisor.Sandbox, p executeParams
 		run = sb.ExecuteInteractive
 	}
 	start := time.Now()
-	ce, err := run(s.ctx, p.Code)
+	ce, err := run(s.ctx, *p.Code)
 	s.hub.observeExecute(ce, err, time.Since(start))
 	if s.hub != nil {
 		e.q.push(func() { s.measure(e, sb, time.Second) }) // after this execute, before the next

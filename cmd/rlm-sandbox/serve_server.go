@@ -186,14 +186,18 @@ var nullID = json.RawMessage("null")
 // handleMessage handles one message; newReply is called once for each
 // message that needs a response.
 func (s *server) handleMessage(raw []byte, newReply func() replyFunc) {
-	var m message
-	if raw[0] != '{' || json.Unmarshal(raw, &m) != nil || !validID(m.ID) {
-		newReply()(errorResponse{"2.0", nullID, newRPCError(codeInvalidRequest, "invalid_request", "not a JSON-RPC 2.0 message object")})
+	m, err := decodeMessage(raw)
+	if err != nil {
+		id := m.ID
+		if id == nil || !m.HasMethod { // a response's id is the server's
+			id = nullID
+		}
+		newReply()(errorResponse{"2.0", id, newRPCError(codeInvalidRequest, "invalid_request", "%v", err)})
 		return
 	}
-	if m.Method == "" {
+	if !m.HasMethod {
 		if m.ID != nil && (m.Result != nil || m.Error != nil) {
-			s.routeAnswer(&m)
+			s.routeAnswer(m)
 			return
 		}
 		newReply()(errorResponse{"2.0", m.ID, newRPCError(codeInvalidRequest, "invalid_request", "a request needs a method")})
@@ -214,7 +218,7 @@ func (s *server) handleMessage(raw []byte, newReply func() replyFunc) {
 	}
 	s.inflight.Add(1)
 	s.inflightN.Add(1)
-	s.dispatch(&m, func(result any, err error) {
+	s.dispatch(m, func(result any, err error) {
 		defer s.inflight.Done()
 		// Counted out before the reply is written: a client that sends its
 		// next request as soon as it reads this reply must not find it
@@ -226,11 +230,6 @@ func (s *server) handleMessage(raw []byte, newReply func() replyFunc) {
 		}
 		reply(resultResponse{"2.0", m.ID, result})
 	})
-}
-
-// validID: an id is absent, a string, a number or null.
-func validID(id json.RawMessage) bool {
-	return len(id) == 0 || (id[0] != '{' && id[0] != '[')
 }
 
 // batch collects the responses to a batch request and writes them as one
@@ -291,7 +290,9 @@ func (s *server) callClient(ctx context.Context, method string, params any) (str
 	case m := <-answer:
 		s.hub.observeBridge(method, time.Since(start))
 		if m.Error != nil {
-			return "", errors.New(m.Error.Message)
+			var e rpcError
+			json.Unmarshal(m.Error, &e)
+			return "", errors.New(e.Message)
 		}
 		var text string
 		if err := json.Unmarshal(m.Result, &text); err != nil {
