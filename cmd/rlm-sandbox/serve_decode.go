@@ -141,3 +141,45 @@ func paramNames(t reflect.Type) []string {
 type noParams struct{}
 
 func isNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }
+
+// errNoMessage is the BridgeError of an error answer without a message.
+const errNoMessage = "the client answered %s with an error and no message"
+
+// readAnswer reads the client's answer m to a bridge request for method:
+// the text a string result holds, or the error Python raises (as
+// BridgeError). malformed is non-empty when m is not a JSON-RPC response
+// (it says why); the call fails then too.
+func readAnswer(m *message, method string) (text string, err error, malformed string) {
+	switch {
+	case m.Result != nil && m.Error != nil:
+		malformed = `it has both "result" and "error"`
+	case m.Result != nil:
+		if isNull(m.Result) || json.Unmarshal(m.Result, &text) != nil {
+			return "", fmt.Errorf("the client answered %s with %s, not a string", method, abbreviate(m.Result, 80)), ""
+		}
+		return text, nil, ""
+	case m.Error != nil:
+		var members map[string]json.RawMessage
+		if json.Unmarshal(m.Error, &members) != nil || members == nil {
+			malformed = fmt.Sprintf(`"error" must be an object with "code" and "message", not %s`, abbreviate(m.Error, 40))
+			break
+		}
+		var code float64
+		var msg string
+		if c, ok := members["code"]; ok && (isNull(c) || json.Unmarshal(c, &code) != nil) {
+			malformed = fmt.Sprintf(`the error's "code" must be a number, not %s`, abbreviate(c, 40))
+			break
+		}
+		if v, ok := members["message"]; ok && (isNull(v) || json.Unmarshal(v, &msg) != nil) {
+			malformed = fmt.Sprintf(`the error's "message" must be a string, not %s`, abbreviate(v, 40))
+			break
+		}
+		if strings.TrimSpace(msg) == "" {
+			return "", fmt.Errorf(errNoMessage, method), ""
+		}
+		return "", errors.New(msg), ""
+	default:
+		malformed = `it has neither "result" nor "error"`
+	}
+	return "", fmt.Errorf("the client's answer to %s was malformed: %s", method, malformed), malformed
+}

@@ -31,9 +31,9 @@ type server struct {
 
 	mu         sync.Mutex
 	sandboxes  map[string]*sandboxEntry
-	created    int                      // sandboxes created so far, for ids
-	bridges    int                      // bridge requests sent so far, for ids
-	pending    map[string]chan *message // bridge requests awaiting an answer
+	created    int                    // sandboxes created so far, for ids
+	bridges    int                    // bridge requests sent so far, for ids
+	pending    map[string]*bridgeCall // bridge requests awaiting an answer
 	inputEnded bool
 
 	inputDone chan struct{}  // closed when the input has ended
@@ -54,7 +54,7 @@ func newServer(ctx context.Context, out io.Writer, logger *slog.Logger) *server 
 		out:       out,
 		logger:    logger,
 		sandboxes: map[string]*sandboxEntry{},
-		pending:   map[string]chan *message{},
+		pending:   map[string]*bridgeCall{},
 		inputDone: make(chan struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancelCause(ctx)
@@ -187,6 +187,12 @@ var nullID = json.RawMessage("null")
 // message that needs a response.
 func (s *server) handleMessage(raw []byte, newReply func() replyFunc) {
 	m, err := decodeMessage(raw)
+	if !m.HasMethod {
+		if call, id := s.answered(m.ID); call != nil {
+			s.routeAnswer(call, id, m, err, newReply)
+			return
+		}
+	}
 	if err != nil {
 		id := m.ID
 		if id == nil || !m.HasMethod { // a response's id is the server's
@@ -197,7 +203,7 @@ func (s *server) handleMessage(raw []byte, newReply func() replyFunc) {
 	}
 	if !m.HasMethod {
 		if m.ID != nil && (m.Result != nil || m.Error != nil) {
-			s.routeAnswer(m)
+			s.logger.Warn("a response to no pending request (withdrawn, or answered twice)", "id", string(m.ID))
 			return
 		}
 		newReply()(errorResponse{"2.0", m.ID, newRPCError(codeInvalidRequest, "invalid_request", "a request needs a method")})
@@ -263,6 +269,19 @@ func (b *batch) done() {
 	}
 }
 
+// bridgeCall is a bridge request awaiting the client's answer.
+type bridgeCall struct {
+	method string
+	answer chan bridgeAnswer // buffered: routeAnswer never waits
+}
+
+// bridgeAnswer is what the bridge callback returns: the text of a string
+// result, or the error Python raises as BridgeError.
+type bridgeAnswer struct {
+	text string
+	err  error
+}
+
 // callClient sends the client a request and waits for its answer, a
 // string. The request is withdrawn (a cancel_request notification) when
 // ctx ends first.
@@ -274,8 +293,8 @@ func (s *server) callClient(ctx context.Context, method string, params any) (str
 	}
 	s.bridges++
 	id := fmt.Sprintf("b%d", s.bridges)
-	answer := make(chan *message, 1)
-	s.pending[id] = answer
+	call := &bridgeCall{method: method, answer: make(chan bridgeAnswer, 1)}
+	s.pending[id] = call
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -287,18 +306,9 @@ func (s *server) callClient(ctx context.Context, method string, params any) (str
 	}
 	start := time.Now()
 	select {
-	case m := <-answer:
+	case a := <-call.answer:
 		s.hub.observeBridge(method, time.Since(start))
-		if m.Error != nil {
-			var e rpcError
-			json.Unmarshal(m.Error, &e)
-			return "", errors.New(e.Message)
-		}
-		var text string
-		if err := json.Unmarshal(m.Result, &text); err != nil {
-			return "", fmt.Errorf("the client answered %s with %s, not a string", method, abbreviate(m.Result, 80))
-		}
-		return text, nil
+		return a.text, a.err
 	case <-ctx.Done():
 		s.send(outRequest{JSONRPC: "2.0", Method: "cancel_request", Params: map[string]string{"id": id}})
 		return "", context.Cause(ctx)
@@ -307,20 +317,37 @@ func (s *server) callClient(ctx context.Context, method string, params any) (str
 	}
 }
 
-// routeAnswer hands the client's response to the bridge request waiting
-// for it.
-func (s *server) routeAnswer(m *message) {
-	var id string
-	json.Unmarshal(m.ID, &id)
-	s.mu.Lock()
-	ch := s.pending[id]
-	delete(s.pending, id)
-	s.mu.Unlock()
-	if ch == nil {
-		s.logger.Warn("a response to no pending request (withdrawn, or answered twice)", "id", string(m.ID))
-		return
+// answered returns the bridge call that id (a message's, maybe absent)
+// names, taking it from the pending ones; nil when there is none.
+func (s *server) answered(id json.RawMessage) (*bridgeCall, string) {
+	var name string
+	if id == nil || json.Unmarshal(id, &name) != nil {
+		return nil, ""
 	}
-	ch <- m
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	call := s.pending[name]
+	delete(s.pending, name)
+	return call, name
+}
+
+// routeAnswer hands the client's answer m to the bridge call id waiting
+// for it. A malformed answer (decodeErr, or readAnswer's verdict) fails
+// the call and is reported to the client as an Invalid Request.
+func (s *server) routeAnswer(call *bridgeCall, id string, m *message, decodeErr error, newReply func() replyFunc) {
+	var a bridgeAnswer
+	var malformed string
+	if decodeErr != nil {
+		malformed = decodeErr.Error()
+		a.err = fmt.Errorf("the client's answer to %s was malformed: %s", call.method, malformed)
+	} else {
+		a.text, a.err, malformed = readAnswer(m, call.method)
+	}
+	if malformed != "" {
+		newReply()(errorResponse{"2.0", nullID, newRPCError(codeInvalidRequest, "invalid_request",
+			"the answer to bridge request %s is malformed: %s; its %s call fails with BridgeError", id, malformed, call.method)})
+	}
+	call.answer <- a
 }
 
 func abbreviate(b []byte, n int) string {
