@@ -30,12 +30,12 @@ func (s *server) dispatch(m *message, done doneFunc) {
 		s.create(m.Params, done)
 	case "execute":
 		var p executeParams
-		s.queue(m.Params, &p, &p.sandboxParam, done, func(e *sandboxEntry, sb supervisor.Sandbox) (any, error) {
-			return s.execute(e, sb, p)
+		s.queue(m.Params, &p, &p.sandboxParam, done, func(e *sandboxEntry, sb supervisor.Sandbox, ctx context.Context) (any, error) {
+			return s.execute(ctx, e, sb, p)
 		})
 	case "get_variable":
 		var p variableParams
-		s.queue(m.Params, &p, &p.sandboxParam, done, func(e *sandboxEntry, sb supervisor.Sandbox) (any, error) {
+		s.queue(m.Params, &p, &p.sandboxParam, done, func(e *sandboxEntry, sb supervisor.Sandbox, _ context.Context) (any, error) {
 			v, found, err := sb.GetVariable(s.ctx, p.Name)
 			if err != nil {
 				return nil, err
@@ -48,7 +48,7 @@ func (s *server) dispatch(m *message, done doneFunc) {
 			done(nil, invalidParams(`set_variable needs "value"`))
 			return
 		}
-		s.queue(m.Params, &p, &p.sandboxParam, done, func(e *sandboxEntry, sb supervisor.Sandbox) (any, error) {
+		s.queue(m.Params, &p, &p.sandboxParam, done, func(e *sandboxEntry, sb supervisor.Sandbox, _ context.Context) (any, error) {
 			v, err := parseJSON(p.Value)
 			if err != nil {
 				return nil, invalidParams("value: %v", err)
@@ -57,7 +57,7 @@ func (s *server) dispatch(m *message, done doneFunc) {
 		})
 	case "stats":
 		var p sandboxParam
-		s.queue(m.Params, &p, &p, done, func(e *sandboxEntry, sb supervisor.Sandbox) (any, error) {
+		s.queue(m.Params, &p, &p, done, func(e *sandboxEntry, sb supervisor.Sandbox, _ context.Context) (any, error) {
 			st, err := sb.Stats(s.ctx)
 			if err != nil {
 				return nil, err
@@ -69,7 +69,7 @@ func (s *server) dispatch(m *message, done doneFunc) {
 		})
 	case "restart":
 		var p sandboxParam
-		s.queue(m.Params, &p, &p, done, func(e *sandboxEntry, sb supervisor.Sandbox) (any, error) {
+		s.queue(m.Params, &p, &p, done, func(e *sandboxEntry, sb supervisor.Sandbox, _ context.Context) (any, error) {
 			if err := sb.Restart(s.ctx); err != nil {
 				return nil, err
 			}
@@ -94,8 +94,8 @@ func (s *server) dispatch(m *message, done doneFunc) {
 			delete(s.sandboxes, e.id)
 			s.mu.Unlock()
 			e.destroy()
-		} else if sb, _ := e.sandbox(); sb != nil {
-			sb.Cancel()
+		} else {
+			e.cancelRuns(s.ctx)
 		}
 		done(struct{}{}, nil)
 	case "version":
@@ -220,9 +220,10 @@ func (s *server) lookup(id string) (*sandboxEntry, error) {
 }
 
 // queue decodes params into p and runs job on the sandbox they name, after
-// the requests for that sandbox read before this one.
+// the requests for that sandbox read before this one. The job's context
+// is the sandbox's runContext as this request is read (for execute).
 func (s *server) queue(raw json.RawMessage, p any, sp *sandboxParam, done doneFunc,
-	job func(*sandboxEntry, supervisor.Sandbox) (any, error)) {
+	job func(*sandboxEntry, supervisor.Sandbox, context.Context) (any, error)) {
 	if err := decodeParams(raw, p); err != nil {
 		done(nil, err)
 		return
@@ -238,13 +239,14 @@ func (s *server) queue(raw json.RawMessage, p any, sp *sandboxParam, done doneFu
 		done(nil, err)
 		return
 	}
+	ctx := e.runContext()
 	ok := e.q.push(func() {
 		sb, err := e.sandbox()
 		if err != nil {
 			done(nil, err)
 			return
 		}
-		done(job(e, sb))
+		done(job(e, sb, ctx))
 	})
 	if !ok {
 		done(nil, newRPCError(codeNoSuchSandbox, kindDestroyed, "sandbox %s was destroyed", e.id))
@@ -294,6 +296,7 @@ func (s *server) create(raw json.RawMessage, done doneFunc) {
 		e.gone = func() { release(e) }
 	}
 	e.ctx, e.cancel = context.WithCancel(s.ctx)
+	e.runCtx, e.runCancel = context.WithCancelCause(s.ctx)
 	s.sandboxes[e.id] = e
 	s.mu.Unlock()
 
@@ -378,15 +381,22 @@ func (s *server) sandboxConfig(e *sandboxEntry, p createParams, bridges map[stri
 	return cfg
 }
 
-// execute runs code; a timeout or cancellation is an error whose data
-// holds what the code printed until then.
-func (s *server) execute(e *sandboxEntry, sb supervisor.Sandbox, p executeParams) (any, error) {
+// execute runs code under ctx (see sandboxEntry.runCtx); a timeout or
+// cancellation is an error whose data holds what the code printed until
+// then. A cancel read before the code started fails it without running.
+func (s *server) execute(ctx context.Context, e *sandboxEntry, sb supervisor.Sandbox, p executeParams) (any, error) {
+	if context.Cause(ctx) == errCanceledByClient {
+		s.hub.observeExecute(nil, supervisor.ErrCanceled, 0)
+		interrupted := "KeyboardInterrupt"
+		return nil, &rpcError{Code: codeCanceled, Message: "execution canceled before it started (cancel came while it waited its turn)",
+			Data: &errorData{Kind: kindCanceled, Execution: &execution{Error: &interrupted, ErrorType: &interrupted}}}
+	}
 	run := sb.Execute
 	if p.Interactive {
 		run = sb.ExecuteInteractive
 	}
 	start := time.Now()
-	ce, err := run(s.ctx, *p.Code)
+	ce, err := run(ctx, *p.Code)
 	s.hub.observeExecute(ce, err, time.Since(start))
 	if s.hub != nil {
 		e.q.push(func() { s.measure(e, sb, time.Second) }) // after this execute, before the next

@@ -370,6 +370,11 @@ type sandboxEntry struct {
 	sb        supervisor.Sandbox // nil until created
 	createErr error
 	destroyed bool
+	// An execute runs under the runCtx current when it was read; cancel
+	// ends that context and starts another, so the executes read before
+	// the cancel stop (or never start) and those read after it run.
+	runCtx    context.Context
+	runCancel context.CancelCauseFunc
 
 	gone     func() // called once when the sandbox ends (admission's release); may be nil
 	goneOnce sync.Once
@@ -399,14 +404,41 @@ func (e *sandboxEntry) sandbox() (supervisor.Sandbox, error) {
 	return e.sb, nil
 }
 
+// errCanceledByClient ends the runCtx of the executes a cancel stops.
+var errCanceledByClient = errors.New("the client sent cancel")
+
+// runContext is the context of an execute read now.
+func (e *sandboxEntry) runContext() context.Context {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.runCtx
+}
+
+// cancelRuns interrupts the code running now and fails the executes read
+// so far that have not started; parent is the context of the next ones.
+func (e *sandboxEntry) cancelRuns(parent context.Context) {
+	e.mu.Lock()
+	stop := e.runCancel
+	e.runCtx, e.runCancel = context.WithCancelCause(parent)
+	sb := e.sb
+	e.mu.Unlock()
+	if sb != nil {
+		sb.Cancel() // first: the running code's error is then plain "canceled"
+	}
+	// An execute between its start and the interpreter's sees this.
+	stop(errCanceledByClient)
+}
+
 // destroy ends the sandbox at once, including a create or an execute in
 // progress; its queued requests then fail.
 func (e *sandboxEntry) destroy() {
 	e.mu.Lock()
 	e.destroyed = true
 	sb := e.sb
+	stop := e.runCancel
 	e.mu.Unlock()
 	e.cancel()
+	stop(supervisor.ErrDestroyed)
 	if sb != nil {
 		sb.Destroy()
 	}
