@@ -392,7 +392,7 @@ func TestServeProtocolErrors(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":{"a":1},"method":"version"}`, -32600, "invalid_request"},
 		{`{"jsonrpc":"2.0","id":18,"method":"version","params":"x"}`, -32600, "invalid_request"},
 		{`{"jsonrpc":"2.0","id":19,"method":"create","params":5}`, -32600, "invalid_request"},
-		{`{"jsonrpc":"2.0","id":20,"method":"create","params":null}`, -32600, "invalid_request"},
+		{`{"jsonrpc":"2.0","id":20,"method":"create","params":true}`, -32600, "invalid_request"},
 		{`{"jsonrpc":"2.0","id":21,"method":7}`, -32600, "invalid_request"},
 		// Methods without parameters take none.
 		{`{"jsonrpc":"2.0","id":22,"method":"version","params":{"x":1}}`, -32602, "invalid_params"},

@@ -49,7 +49,7 @@ func decodeMessage(raw []byte) (m *message, err error) {
 	if m.Result != nil || m.Error != nil {
 		return m, errors.New(`a request has no "result" or "error"`)
 	}
-	if p, ok := members["params"]; ok {
+	if p, ok := members["params"]; ok && !isNull(p) { // null: as if left out, as clients send it
 		if p = bytes.TrimSpace(p); p[0] != '{' && p[0] != '[' {
 			return m, errors.New(`"params" must be an object of named parameters, or left out`)
 		}
