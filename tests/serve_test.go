@@ -559,9 +559,24 @@ func TestServeShutdown(t *testing.T) {
 		pids := create(c, 2, map[string]any{"timeout_ms": 0})
 		c.call(10, "execute", map[string]any{"sandbox": "s1", "code": "while True: pass"})
 		c.call(11, "stats", map[string]any{"sandbox": "s2"})
-		c.next(time.Minute) // s2 answered while s1 spins
+		c.call(12, "execute", map[string]any{"sandbox": "s1", "code": "print('queued')"})
+		c.response(11, time.Minute) // s2 answered while s1 spins
 		c.cmd.Process.Signal(syscall.SIGTERM)
-		for range c.lines {
+		// The running execute and the one queued behind it are answered
+		// before the server exits.
+		answered := map[float64]bool{}
+		for line := range c.lines {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(line), &m); err != nil {
+				t.Fatalf("the server wrote %q", line)
+			}
+			if code, kind, _ := rpcError(t, m); code != -32004 || kind != "shutdown" || answered[m["id"].(float64)] {
+				t.Fatalf("after SIGTERM: %s", line)
+			}
+			answered[m["id"].(float64)] = true
+		}
+		if !answered[10] || !answered[12] || len(answered) != 2 {
+			t.Fatalf("answered %v after SIGTERM, want 10 and 12; stderr:\n%s", answered, c.stderr)
 		}
 		<-c.done
 		if code := exitStatus(t, c.err); code != 143 {

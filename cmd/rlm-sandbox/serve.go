@@ -108,6 +108,10 @@ exits 0. docs/serve.md, "The network server", has the details.`,
 	return cmd
 }
 
+// shutdownWriteTimeout bounds the writing of the shutdown errors when the
+// server stops at once: a client that does not read holds it no longer.
+const shutdownWriteTimeout = 2 * time.Second
+
 // errClientGone: the client closed the server's standard output.
 var errClientGone = errors.New("the client stopped reading standard output")
 
@@ -131,6 +135,8 @@ func runServe(parent context.Context, ios *iostreams, o *serveOptions) error {
 		s.drain()
 	case <-s.ctx.Done():
 	}
+	// Stopped at once (a signal): what is still running or queued fails.
+	s.endOpen(shutdownError(), shutdownWriteTimeout)
 	s.destroyAll()
 	if cause := context.Cause(s.ctx); cause != nil && err == nil {
 		err = cause

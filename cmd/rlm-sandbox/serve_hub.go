@@ -264,6 +264,22 @@ func (h *hub) busyRequests() int64 {
 	return n
 }
 
+// endOpen answers the requests the sessions have not answered with e,
+// when the server stops before they finish (see server.endOpen).
+func (h *hub) endOpen(e *rpcError, within time.Duration) {
+	h.mu.Lock()
+	sessions := make([]*server, 0, len(h.sessions))
+	for s := range h.sessions {
+		sessions = append(sessions, s)
+	}
+	h.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range sessions {
+		wg.Go(func() { s.endOpen(e, within) })
+	}
+	wg.Wait()
+}
+
 // endSessions ends every session at once (their sandboxes are destroyed).
 func (h *hub) endSessions(cause error) {
 	h.mu.Lock()

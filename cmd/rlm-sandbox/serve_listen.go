@@ -102,6 +102,7 @@ func runListen(parent context.Context, ios *iostreams, o *serveOptions) error {
 		ln.Close()
 		<-accepted
 	}
+	h.endOpen(shutdownError(), shutdownWriteTimeout)
 	h.endSessions(errServerDrained)
 	conns.Wait()
 	logger.Info("stopped", "forced", hard)
@@ -217,6 +218,7 @@ func serveConn(s *server, conn net.Conn) {
 		err = errDisconnected
 	}
 	s.cancel(err)
+	s.endOpen(nil, 0) // no one to answer
 	s.destroyAll()
 	conn.Close()
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +40,11 @@ type server struct {
 	inputDone chan struct{}  // closed when the input has ended
 	inflight  sync.WaitGroup // requests read and not yet answered
 	inflightN atomic.Int64   // the same, counted
+	// The same again, to answer them when the server stops at once
+	// (endOpen); under mu.
+	open     map[*openRequest]struct{}
+	openSeq  int
+	badWrite atomic.Bool // a write to the client failed
 
 	// Set for a network session (serve --listen); zero for --stdio.
 	hub         *hub   // admission control, metrics and drain, shared by the sessions
@@ -55,6 +61,7 @@ func newServer(ctx context.Context, out io.Writer, logger *slog.Logger) *server 
 		logger:    logger,
 		sandboxes: map[string]*sandboxEntry{},
 		pending:   map[string]*bridgeCall{},
+		open:      map[*openRequest]struct{}{},
 		inputDone: make(chan struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancelCause(ctx)
@@ -134,8 +141,16 @@ func (s *server) destroyAll() {
 }
 
 // send writes one message as a line. A failed write (the client is gone)
-// stops the server.
+// stops the server. Once the server stops, only a finalResponse is
+// written: anything else could wait forever for a client that does not
+// read.
 func (s *server) send(v any) error {
+	f, final := v.(finalResponse)
+	if final {
+		v = f.response
+	} else if s.ctx.Err() != nil {
+		return context.Cause(s.ctx)
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -144,15 +159,92 @@ func (s *server) send(v any) error {
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	if s.ctx.Err() != nil {
+	if !final && s.ctx.Err() != nil {
 		return context.Cause(s.ctx)
 	}
 	if _, err := s.out.Write(buf.Bytes()); err != nil {
 		err = fmt.Errorf("write to the client: %w", err)
+		s.badWrite.Store(true)
 		s.cancel(err)
 		return err
 	}
 	return nil
+}
+
+// finalResponse is a response endOpen writes while the server stops.
+type finalResponse struct{ response any }
+
+// openRequest is a request read and not answered yet.
+type openRequest struct {
+	seq   int // in the order read
+	id    json.RawMessage
+	reply replyFunc
+}
+
+// settle claims req for its response, counting it out. It reports false
+// when endOpen has claimed it already, or when the server is stopping
+// (endOpen then answers it).
+func (s *server) settle(req *openRequest) bool {
+	s.mu.Lock()
+	_, ok := s.open[req]
+	ok = ok && s.ctx.Err() == nil
+	if ok {
+		delete(s.open, req)
+	}
+	s.mu.Unlock()
+	if ok {
+		s.countOut()
+	}
+	return ok
+}
+
+func (s *server) countOut() {
+	s.inflightN.Add(-1)
+	s.inflight.Done()
+}
+
+// shutdownError answers the requests that had not finished when the
+// server stopped at once.
+func shutdownError() *rpcError {
+	return newRPCError(codeShutdown, kindShutdown, "the server is shutting down: the request did not finish before it stopped")
+}
+
+// endOpen ends the requests read and not answered yet, when the server
+// stops at once: it answers each with e (a best effort, given up after
+// within: the client may have stopped reading), or nothing when e is nil
+// or the client is gone.
+func (s *server) endOpen(e *rpcError, within time.Duration) {
+	s.mu.Lock()
+	reqs := make([]*openRequest, 0, len(s.open))
+	for r := range s.open {
+		reqs = append(reqs, r)
+	}
+	clear(s.open)
+	s.mu.Unlock()
+	for range reqs {
+		s.countOut()
+	}
+	if e == nil || len(reqs) == 0 || s.badWrite.Load() || errors.Is(context.Cause(s.ctx), errClientGone) {
+		return
+	}
+	slices.SortFunc(reqs, func(a, b *openRequest) int { return a.seq - b.seq })
+	if c, ok := s.out.(interface{ SetWriteDeadline(time.Time) error }); ok {
+		c.SetWriteDeadline(time.Now().Add(within)) // a connection; a pipe has no deadlines
+	}
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		for _, r := range reqs {
+			r.reply(finalResponse{errorResponse{"2.0", r.id, e}})
+		}
+	}()
+	t := time.NewTimer(within)
+	defer t.Stop()
+	select {
+	case <-written:
+	case <-t.C:
+		s.logger.Warn("the client does not read: requests left unanswered at shutdown", "requests", len(reqs))
+	}
 }
 
 // replyFunc delivers the response to one request.
@@ -224,12 +316,19 @@ func (s *server) handleMessage(raw []byte, newReply func() replyFunc) {
 	}
 	s.inflight.Add(1)
 	s.inflightN.Add(1)
+	req := &openRequest{id: m.ID, reply: reply}
+	s.mu.Lock()
+	s.openSeq++
+	req.seq = s.openSeq
+	s.open[req] = struct{}{}
+	s.mu.Unlock()
 	s.dispatch(m, func(result any, err error) {
-		defer s.inflight.Done()
 		// Counted out before the reply is written: a client that sends its
 		// next request as soon as it reads this reply must not find it
 		// still counted.
-		s.inflightN.Add(-1)
+		if !s.settle(req) {
+			return
+		}
 		if err != nil {
 			reply(errorResponse{"2.0", m.ID, toRPCError(err)})
 			return
@@ -241,10 +340,11 @@ func (s *server) handleMessage(raw []byte, newReply func() replyFunc) {
 // batch collects the responses to a batch request and writes them as one
 // array once all have come (nothing when it held only notifications).
 type batch struct {
-	s    *server
-	mu   sync.Mutex
-	left int // responses still to come, plus one until done is called
-	resp []any
+	s     *server
+	mu    sync.Mutex
+	left  int // responses still to come, plus one until done is called
+	resp  []any
+	final bool // a response is a finalResponse: so is the batch's
 }
 
 func (b *batch) add() replyFunc {
@@ -253,6 +353,9 @@ func (b *batch) add() replyFunc {
 	b.mu.Unlock()
 	return func(r any) {
 		b.mu.Lock()
+		if f, ok := r.(finalResponse); ok {
+			r, b.final = f.response, true
+		}
 		b.resp = append(b.resp, r)
 		b.mu.Unlock()
 		b.done()
@@ -264,7 +367,11 @@ func (b *batch) done() {
 	b.left--
 	last := b.left == 0
 	b.mu.Unlock()
-	if last && len(b.resp) > 0 {
+	switch {
+	case !last || len(b.resp) == 0:
+	case b.final:
+		b.s.send(finalResponse{b.resp})
+	default:
 		b.s.send(b.resp)
 	}
 }
