@@ -43,17 +43,9 @@ func (s *server) dispatch(m *message, done doneFunc) {
 			return variableResult{Found: found, Value: toJSON(v)}, nil
 		})
 	case "set_variable":
-		var p variableParams
-		if err := decodeParams(m.Params, &p); err == nil && len(p.Value) == 0 {
-			done(nil, invalidParams(`set_variable needs "value"`))
-			return
-		}
+		var p setVariableParams
 		s.queue(m.Params, &p, &p.sandboxParam, done, func(e *sandboxEntry, sb supervisor.Sandbox, _ context.Context) (any, error) {
-			v, err := parseJSON(p.Value)
-			if err != nil {
-				return nil, invalidParams("value: %v", err)
-			}
-			return struct{}{}, sb.SetVariable(s.ctx, p.Name, v)
+			return struct{}{}, sb.SetVariable(s.ctx, p.Name, p.value)
 		})
 	case "stats":
 		var p sandboxParam
@@ -146,6 +138,10 @@ type (
 		Name  string          `json:"name"`
 		Value json.RawMessage `json:"value"`
 	}
+	setVariableParams struct {
+		variableParams
+		value any // Value parsed, by validate
+	}
 	variableResult struct {
 		Found bool `json:"found"`
 		Value any  `json:"value"`
@@ -185,6 +181,21 @@ func (p *variableParams) validate() error {
 	if p.Name == "" {
 		return invalidParams(`"name" is required`)
 	}
+	return nil
+}
+
+func (p *setVariableParams) validate() error {
+	if err := p.variableParams.validate(); err != nil {
+		return err
+	}
+	if len(p.Value) == 0 {
+		return invalidParams(`set_variable needs "value"`)
+	}
+	v, err := parseValue(p.Value)
+	if err != nil {
+		return invalidParams("value: %v", err)
+	}
+	p.value = v
 	return nil
 }
 
@@ -263,7 +274,7 @@ func (s *server) create(raw json.RawMessage, done doneFunc) {
 	}
 	var value any = ""
 	if len(p.Context) > 0 {
-		v, err := parseJSON(p.Context)
+		v, err := parseValue(p.Context)
 		if err != nil {
 			done(nil, invalidParams("context: %v", err))
 			return
