@@ -32,6 +32,7 @@ type hubOptions struct {
 	retryAfter    time.Duration
 	estimatedRSS  uint64 // a sandbox's RSS before it is measured
 	drainDeadline time.Duration
+	requireWorker bool // --require-worker: warm sandboxes are workers or none
 }
 
 // hub is what the sessions of serve --listen share: admission control
@@ -333,7 +334,7 @@ func (h *hub) fillPool() {
 			}
 		}
 		p := &pooled{}
-		sb, err := supervisor.New(h.ctx, p.config(h.logger.With("pool", true)))
+		sb, err := supervisor.New(h.ctx, p.config(h.logger.With("pool", true), h.opts.requireWorker))
 		if err != nil {
 			if h.ctx.Err() != nil {
 				return
@@ -354,11 +355,18 @@ func (h *hub) fillPool() {
 	}
 }
 
-// config is the default sandbox configuration with callbacks that forward
-// to the bound config.
-func (p *pooled) config(logger *slog.Logger) supervisor.Config {
+// config is the default sandbox configuration (a worker, required or
+// not) with callbacks that forward to the bound config.
+func (p *pooled) config(logger *slog.Logger, requireWorker bool) supervisor.Config {
+	mode := supervisor.WorkerAuto
+	if requireWorker {
+		mode = supervisor.WorkerAlways
+	}
 	return supervisor.Config{
-		Logger: logger,
+		Logger:     logger,
+		UseWorker:  mode,
+		NoSelfExec: true, // as serve's own creates: the worker is rlm-worker
+
 		OnStdout: func(line string) {
 			if c := p.bound.Load(); c != nil && c.OnStdout != nil {
 				c.OnStdout(line)
@@ -384,11 +392,11 @@ func (p *pooled) config(logger *slog.Logger) supervisor.Config {
 	}
 }
 
-// poolable: a create whose sandbox a warm one can be (the defaults, in a
-// worker).
+// poolable: a create whose sandbox a warm one can be (the defaults, not
+// in-process).
 func poolable(p createParams) bool {
 	return p.TimeoutMS == nil && p.WallTimeoutMS == 0 && p.MaxOutput == 0 && p.MemoryLimit == 0 &&
-		!p.Direct && len(p.IndexURL) == 0
+		(p.Direct == nil || !*p.Direct) && len(p.IndexURL) == 0
 }
 
 // newSandbox starts the sandbox of a create: a warm one when the pool has
@@ -401,6 +409,10 @@ func (h *hub) newSandbox(ctx context.Context, cfg supervisor.Config, p createPar
 				h.metrics.setPoolIdle(len(h.pool))
 				if _, err := w.sb.Stats(ctx); err != nil { // died while idle
 					w.sb.Destroy()
+					continue
+				}
+				if cfg.UseWorker == supervisor.WorkerAlways && !w.sb.Info().Worker {
+					w.sb.Destroy() // in-process for want of a worker: the create needs one
 					continue
 				}
 				w.bound.Store(&cfg)

@@ -112,7 +112,7 @@ type (
 		WallTimeoutMS float64         `json:"wall_timeout_ms"` // default 0: none
 		MaxOutput     int             `json:"max_output"`      // default 50000; negative: none
 		MemoryLimit   uint64          `json:"memory_limit"`    // bytes; default 0: 4 GiB
-		Direct        bool            `json:"direct"`          // in the server's process
+		Direct        *bool           `json:"direct"`          // true: in the server's process; false: in a worker; absent: see workerMode
 		Stream        bool            `json:"stream"`          // "output" notifications
 		Bridges       []string        `json:"bridges"`         // "llm_query", "rlm_query"
 		IndexURL      []string        `json:"index_url"`       // where Pyodide is loaded from; default: the server's
@@ -366,9 +366,7 @@ func (s *server) sandboxConfig(e *sandboxEntry, p createParams, bridges map[stri
 			cfg.Timeout = -1 // 0 means none here, the default in the library
 		}
 	}
-	if p.Direct {
-		cfg.UseWorker = supervisor.WorkerNever
-	}
+	cfg.UseWorker = s.workerMode(p.Direct)
 	if p.Stream {
 		cfg.OnStdout = func(line string) {
 			s.send(outRequest{JSONRPC: "2.0", Method: "output", Params: outputParams{e.id, "stdout", line}})
@@ -390,6 +388,20 @@ func (s *server) sandboxConfig(e *sandboxEntry, p createParams, bridges map[stri
 		return s.callClient(ctx, "rlm_query", rlmQueryParams{e.id, task, toJSON(value)})
 	}
 	return cfg
+}
+
+// workerMode is where create's "direct" puts the sandbox: true in the
+// server's process, false in a worker; left out, in a worker when one can
+// start and else in-process (supervisor.WorkerAuto, which logs a
+// warning), unless --require-worker makes it a worker or nothing.
+func (s *server) workerMode(direct *bool) supervisor.WorkerMode {
+	switch {
+	case direct != nil && *direct:
+		return supervisor.WorkerNever
+	case direct != nil || s.requireWorker:
+		return supervisor.WorkerAlways
+	}
+	return supervisor.WorkerAuto
 }
 
 // execute runs code under ctx (see sandboxEntry.runCtx); a timeout or

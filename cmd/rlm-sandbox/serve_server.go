@@ -53,6 +53,8 @@ type server struct {
 	afterAuth   func() // called once authenticated; may be nil
 	maxMessage  int    // bytes in one line; 0: no limit
 	maxInflight int    // requests read and not yet answered; 0: no limit
+
+	requireWorker bool // --require-worker: a create without "direct" needs a worker
 }
 
 func newServer(ctx context.Context, out io.Writer, logger *slog.Logger) *server {
