@@ -143,6 +143,9 @@ func serveHint(err error) string {
 	case kindWorkerUnavailable:
 		return "build rlm-worker (`make build`) and keep it next to rlm-sandbox or on $PATH, " +
 			"set RLM_WORKER to its path, or create the sandbox with \"direct\": true"
+	case kindWorkerExited, kindDead:
+		return "the sandbox's interpreter is gone and everything it held with it; " +
+			"restart the sandbox (`restart`), or destroy it and create another"
 	}
 	return hint(err)
 }
