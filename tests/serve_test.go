@@ -28,8 +28,16 @@ type rpcClient struct {
 
 func startServer(t *testing.T) *rpcClient {
 	t.Helper()
-	c := &rpcClient{t: t, cmd: osexec.Command(cliBin(t), "serve", "--stdio"), lines: make(chan string, 1000),
-		stderr: newWatchedBuffer(), done: make(chan struct{})}
+	return startServerEnv(t, nil)
+}
+
+// startServerEnv starts `serve --stdio` with extra environment variables
+// and flags.
+func startServerEnv(t *testing.T, env []string, flags ...string) *rpcClient {
+	t.Helper()
+	c := &rpcClient{t: t, cmd: osexec.Command(cliBin(t), append([]string{"serve", "--stdio"}, flags...)...),
+		lines: make(chan string, 1000), stderr: newWatchedBuffer(), done: make(chan struct{})}
+	c.cmd.Env = append(os.Environ(), env...)
 	c.cmd.Stderr = c.stderr
 	var err error
 	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
@@ -108,6 +116,38 @@ func (c *rpcClient) nextLine(within time.Duration) string {
 		c.t.Fatalf("no message from the server within %v; stderr:\n%s", within, c.stderr)
 	}
 	return ""
+}
+
+// response returns the response to request id, passing over the output
+// notifications; any other message fails the test.
+func (c *rpcClient) response(id any, within time.Duration) map[string]any {
+	c.t.Helper()
+	want, _ := json.Marshal(id)
+	for {
+		line, m := c.next(within)
+		if m["method"] == "output" {
+			continue
+		}
+		got, _ := json.Marshal(m["id"])
+		if string(got) != string(want) {
+			c.t.Fatalf("waiting for the response to %s, got %s", want, line)
+		}
+		return m
+	}
+}
+
+// rpcError returns the error of response m (code, data.kind, message),
+// failing the test when m is not an error.
+func rpcError(t *testing.T, m map[string]any) (code int, kind, message string) {
+	t.Helper()
+	e, ok := m["error"].(map[string]any)
+	if !ok {
+		t.Fatalf("not an error: %v", m)
+	}
+	data, _ := e["data"].(map[string]any)
+	kind, _ = data["kind"].(string)
+	message, _ = e["message"].(string)
+	return int(e["code"].(float64)), kind, message
 }
 
 // wait closes stdin and waits for the server to exit; it returns the exit
@@ -340,6 +380,26 @@ func TestServeProtocolErrors(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":9,"method":"get_variable","params":{"sandbox":"s9"}}`, -32602, "invalid_params"},
 		{`{"jsonrpc":"2.0","id":10,"method":"set_variable","params":{"sandbox":"s9","name":"x"}}`, -32602, "invalid_params"},
 		{`{"jsonrpc":"2.0","id":11,"method":"destroy","params":{"sandbox":"s9"}}`, -32003, "no_such_sandbox"},
+		// Exact names: encoding/json alone would match these ignoring case.
+		{`{"jsonrpc":"2.0","id":12,"method":"create","params":{"TIMEOUT_MS":5}}`, -32602, "invalid_params"},
+		{`{"jsonrpc":"2.0","id":13,"method":"create","params":{"Context":"x"}}`, -32602, "invalid_params"},
+		{`{"jsonrpc":"2.0","id":14,"method":"execute","params":{"sandbox":"s9","Code":"1"}}`, -32602, "invalid_params"},
+		{`{"jsonrpc":"2.0","ID":15,"method":"version"}`, -32600, "invalid_request"},
+		{`{"jsonrpc":"2.0","id":16,"METHOD":"version"}`, -32600, "invalid_request"},
+		{`{"JSONRPC":"2.0","id":17,"method":"version"}`, -32600, "invalid_request"},
+		// Ids are strings, numbers or null; params are structured.
+		{`{"jsonrpc":"2.0","id":true,"method":"version"}`, -32600, "invalid_request"},
+		{`{"jsonrpc":"2.0","id":{"a":1},"method":"version"}`, -32600, "invalid_request"},
+		{`{"jsonrpc":"2.0","id":18,"method":"version","params":"x"}`, -32600, "invalid_request"},
+		{`{"jsonrpc":"2.0","id":19,"method":"create","params":5}`, -32600, "invalid_request"},
+		{`{"jsonrpc":"2.0","id":20,"method":"create","params":true}`, -32600, "invalid_request"},
+		{`{"jsonrpc":"2.0","id":21,"method":7}`, -32600, "invalid_request"},
+		// Methods without parameters take none.
+		{`{"jsonrpc":"2.0","id":22,"method":"version","params":{"x":1}}`, -32602, "invalid_params"},
+		{`{"jsonrpc":"2.0","id":23,"method":"authenticate","params":{"tokn":"x"}}`, -32602, "invalid_params"},
+		// Required parameters.
+		{`{"jsonrpc":"2.0","id":24,"method":"execute","params":{"sandbox":"s9"}}`, -32602, "invalid_params"},
+		{`{"jsonrpc":"2.0","id":25,"method":"cancel","params":{"sandbox":"s9","now":true}}`, -32602, "invalid_params"},
 	}
 	for _, tc := range cases {
 		c.send(tc.send)
@@ -499,9 +559,24 @@ func TestServeShutdown(t *testing.T) {
 		pids := create(c, 2, map[string]any{"timeout_ms": 0})
 		c.call(10, "execute", map[string]any{"sandbox": "s1", "code": "while True: pass"})
 		c.call(11, "stats", map[string]any{"sandbox": "s2"})
-		c.next(time.Minute) // s2 answered while s1 spins
+		c.call(12, "execute", map[string]any{"sandbox": "s1", "code": "print('queued')"})
+		c.response(11, time.Minute) // s2 answered while s1 spins
 		c.cmd.Process.Signal(syscall.SIGTERM)
-		for range c.lines {
+		// The running execute and the one queued behind it are answered
+		// before the server exits.
+		answered := map[float64]bool{}
+		for line := range c.lines {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(line), &m); err != nil {
+				t.Fatalf("the server wrote %q", line)
+			}
+			if code, kind, _ := rpcError(t, m); code != -32004 || kind != "shutdown" || answered[m["id"].(float64)] {
+				t.Fatalf("after SIGTERM: %s", line)
+			}
+			answered[m["id"].(float64)] = true
+		}
+		if !answered[10] || !answered[12] || len(answered) != 2 {
+			t.Fatalf("answered %v after SIGTERM, want 10 and 12; stderr:\n%s", answered, c.stderr)
 		}
 		<-c.done
 		if code := exitStatus(t, c.err); code != 143 {

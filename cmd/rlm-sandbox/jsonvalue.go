@@ -34,6 +34,47 @@ func parseJSON(data []byte) (any, error) {
 	return fromJSON(v)
 }
 
+// maxValueDepth is how many arrays and objects a value passed to Python
+// may nest in one another: the supervisor refuses deeper values (its
+// limit counts the values inside them, so it passes every value this
+// one does).
+const maxValueDepth = 200
+
+// parseValue is parseJSON for a value passed to Python: one nested deeper
+// than maxValueDepth is an error.
+func parseValue(data []byte) (any, error) {
+	v, err := parseJSON(data)
+	if err == nil && depth(v, maxValueDepth+1) > maxValueDepth {
+		err = fmt.Errorf("nested deeper than %d arrays or objects, the limit", maxValueDepth)
+	}
+	return v, err
+}
+
+// depth is how many arrays and objects v nests, counted up to limit.
+func depth(v any, limit int) int {
+	if limit == 0 {
+		return 0
+	}
+	var children []any
+	switch x := v.(type) {
+	case []any:
+		children = x
+	case map[string]any:
+		for _, c := range x {
+			children = append(children, c)
+		}
+	default:
+		return 0
+	}
+	d := 0
+	for _, c := range children {
+		if d = max(d, depth(c, limit-1)); d == limit-1 {
+			break
+		}
+	}
+	return 1 + d
+}
+
 // fromJSON converts the json.Number values of a decoded value.
 func fromJSON(v any) (any, error) {
 	switch x := v.(type) {

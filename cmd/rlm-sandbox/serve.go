@@ -15,8 +15,9 @@ import (
 
 // serveOptions are serve's flags.
 type serveOptions struct {
-	global *globalOptions
-	stdio  bool
+	global        *globalOptions
+	stdio         bool
+	requireWorker bool // a create without "direct" needs an rlm-worker
 
 	// serve --listen
 	listen         string
@@ -50,6 +51,11 @@ become requests from the server that the client answers; output can stream
 as "output" notifications. Several sandboxes run concurrently; requests
 for one sandbox are served in the order they arrive.
 
+A sandbox runs in an rlm-worker process, locked down. A create that does
+not say "direct" runs in-process when no worker can start (its result
+says "worker": false, and a warning is logged); with --require-worker it
+fails instead, as a create with "direct": false always does.
+
 When standard input ends, the server answers the requests it has read,
 destroys every sandbox and exits. docs/serve.md describes the protocol,
 with a complete example session. Logs go to standard error.
@@ -59,8 +65,10 @@ connection a session with the same protocol and its own sandboxes, which
 end with the connection. TCP needs --token-file (or --client-ca) unless
 --insecure-no-auth is given; the first message then must be
 "authenticate". SIGTERM drains: no new work, running executes finish
-(up to --drain-timeout), then every sandbox is destroyed and the server
-exits 0. docs/serve.md, "The network server", has the details.`,
+(up to --drain-timeout; what still runs then gets the shutdown error),
+then every sandbox is destroyed and the server exits 0. --require-worker
+is recommended there. docs/serve.md, "The network server", has the
+details.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.stdio == (o.listen != "") {
@@ -69,7 +77,7 @@ exits 0. docs/serve.md, "The network server", has the details.`,
 			if o.stdio {
 				var only []string
 				cmd.Flags().Visit(func(f *pflag.Flag) {
-					if f.Name != "stdio" && f.Name != "verbose" {
+					if f.Name != "stdio" && f.Name != "verbose" && f.Name != "require-worker" {
 						only = append(only, "--"+f.Name)
 					}
 				})
@@ -88,6 +96,7 @@ exits 0. docs/serve.md, "The network server", has the details.`,
 	}
 	f := cmd.Flags()
 	f.BoolVar(&o.stdio, "stdio", false, "speak JSON-RPC on standard input and output")
+	f.BoolVar(&o.requireWorker, "require-worker", false, `fail a create without "direct" when no rlm-worker can start, instead of running in-process`)
 	f.StringVar(&o.listen, "listen", "", "serve clients on `ADDR`: unix:PATH (a socket of mode 0600) or HOST:PORT")
 	f.StringVar(&o.tokenFile, "token-file", "", "`FILE` holding the bearer token clients must authenticate with")
 	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "allow TCP clients without a token or client certificate")
@@ -108,6 +117,10 @@ exits 0. docs/serve.md, "The network server", has the details.`,
 	return cmd
 }
 
+// shutdownWriteTimeout bounds the writing of the shutdown errors when the
+// server stops at once: a client that does not read holds it no longer.
+const shutdownWriteTimeout = 2 * time.Second
+
 // errClientGone: the client closed the server's standard output.
 var errClientGone = errors.New("the client stopped reading standard output")
 
@@ -121,6 +134,7 @@ func runServe(parent context.Context, ios *iostreams, o *serveOptions) error {
 	defer signal.Stop(pipe)
 
 	s := newServer(ctx, ios.Out, newLogger(ios.ErrOut, o.global.verbose))
+	s.requireWorker = o.requireWorker
 	watchReaderGone(ios.Out, func() { s.cancel(errClientGone) })
 	read := make(chan error, 1)
 	go func() { read <- s.readLoop(ios.In) }()
@@ -131,6 +145,8 @@ func runServe(parent context.Context, ios *iostreams, o *serveOptions) error {
 		s.drain()
 	case <-s.ctx.Done():
 	}
+	// Stopped at once (a signal): what is still running or queued fails.
+	s.endOpen(shutdownError(), shutdownWriteTimeout)
 	s.destroyAll()
 	if cause := context.Cause(s.ctx); cause != nil && err == nil {
 		err = cause

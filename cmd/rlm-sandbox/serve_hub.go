@@ -32,6 +32,7 @@ type hubOptions struct {
 	retryAfter    time.Duration
 	estimatedRSS  uint64 // a sandbox's RSS before it is measured
 	drainDeadline time.Duration
+	requireWorker bool // --require-worker: warm sandboxes are workers or none
 }
 
 // hub is what the sessions of serve --listen share: admission control
@@ -264,6 +265,22 @@ func (h *hub) busyRequests() int64 {
 	return n
 }
 
+// endOpen answers the requests the sessions have not answered with e,
+// when the server stops before they finish (see server.endOpen).
+func (h *hub) endOpen(e *rpcError, within time.Duration) {
+	h.mu.Lock()
+	sessions := make([]*server, 0, len(h.sessions))
+	for s := range h.sessions {
+		sessions = append(sessions, s)
+	}
+	h.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range sessions {
+		wg.Go(func() { s.endOpen(e, within) })
+	}
+	wg.Wait()
+}
+
 // endSessions ends every session at once (their sandboxes are destroyed).
 func (h *hub) endSessions(cause error) {
 	h.mu.Lock()
@@ -317,7 +334,7 @@ func (h *hub) fillPool() {
 			}
 		}
 		p := &pooled{}
-		sb, err := supervisor.New(h.ctx, p.config(h.logger.With("pool", true)))
+		sb, err := supervisor.New(h.ctx, p.config(h.logger.With("pool", true), h.opts.requireWorker))
 		if err != nil {
 			if h.ctx.Err() != nil {
 				return
@@ -338,11 +355,18 @@ func (h *hub) fillPool() {
 	}
 }
 
-// config is the default sandbox configuration with callbacks that forward
-// to the bound config.
-func (p *pooled) config(logger *slog.Logger) supervisor.Config {
+// config is the default sandbox configuration (a worker, required or
+// not) with callbacks that forward to the bound config.
+func (p *pooled) config(logger *slog.Logger, requireWorker bool) supervisor.Config {
+	mode := supervisor.WorkerAuto
+	if requireWorker {
+		mode = supervisor.WorkerAlways
+	}
 	return supervisor.Config{
-		Logger: logger,
+		Logger:     logger,
+		UseWorker:  mode,
+		NoSelfExec: true, // as serve's own creates: the worker is rlm-worker
+
 		OnStdout: func(line string) {
 			if c := p.bound.Load(); c != nil && c.OnStdout != nil {
 				c.OnStdout(line)
@@ -368,11 +392,11 @@ func (p *pooled) config(logger *slog.Logger) supervisor.Config {
 	}
 }
 
-// poolable: a create whose sandbox a warm one can be (the defaults, in a
-// worker).
+// poolable: a create whose sandbox a warm one can be (the defaults, not
+// in-process).
 func poolable(p createParams) bool {
 	return p.TimeoutMS == nil && p.WallTimeoutMS == 0 && p.MaxOutput == 0 && p.MemoryLimit == 0 &&
-		!p.Direct && len(p.IndexURL) == 0
+		(p.Direct == nil || !*p.Direct) && len(p.IndexURL) == 0
 }
 
 // newSandbox starts the sandbox of a create: a warm one when the pool has
@@ -385,6 +409,10 @@ func (h *hub) newSandbox(ctx context.Context, cfg supervisor.Config, p createPar
 				h.metrics.setPoolIdle(len(h.pool))
 				if _, err := w.sb.Stats(ctx); err != nil { // died while idle
 					w.sb.Destroy()
+					continue
+				}
+				if cfg.UseWorker == supervisor.WorkerAlways && !w.sb.Info().Worker {
+					w.sb.Destroy() // in-process for want of a worker: the create needs one
 					continue
 				}
 				w.bound.Store(&cfg)
@@ -409,8 +437,8 @@ func (s *server) authenticateFirst(line []byte) bool {
 	if s.token == nil || s.authed {
 		return true
 	}
-	var m message
-	if line[0] == '{' && json.Unmarshal(line, &m) == nil && m.Method == "authenticate" && s.tokenOK(m.Params) {
+	m, err := decodeMessage(line)
+	if err == nil && m.Method == "authenticate" && s.tokenOK(m.Params) {
 		s.authed = true
 		if s.afterAuth != nil {
 			s.afterAuth()
@@ -418,7 +446,7 @@ func (s *server) authenticateFirst(line []byte) bool {
 		return true
 	}
 	id := m.ID
-	if !validID(id) || len(id) == 0 {
+	if len(id) == 0 {
 		id = nullID
 	}
 	s.send(errorResponse{"2.0", id, newRPCError(codeUnauthorized, kindUnauthorized,
@@ -438,7 +466,12 @@ func (s *server) tokenOK(raw json.RawMessage) bool {
 // authenticate answers the authenticate method: {} when the token is right
 // or none is needed (so a client may always send it).
 func (s *server) authenticate(raw json.RawMessage, done doneFunc) {
-	if s.token != nil && !s.tokenOK(raw) {
+	if s.token == nil {
+		if err := decodeParams(raw, &tokenParams{}); err != nil {
+			done(nil, err)
+			return
+		}
+	} else if !s.tokenOK(raw) {
 		done(nil, newRPCError(codeUnauthorized, kindUnauthorized, "unauthorized: wrong token"))
 		return
 	}

@@ -63,7 +63,7 @@ func runListen(parent context.Context, ios *iostreams, o *serveOptions) error {
 	}
 	h := newHub(hubOptions{
 		maxSandboxes: o.maxSandboxes, maxPerConn: o.maxPerConn, memoryBudget: uint64(o.memoryBudget),
-		maxConns: o.maxConns, pool: o.pool, drainDeadline: o.drainTimeout,
+		maxConns: o.maxConns, pool: o.pool, drainDeadline: o.drainTimeout, requireWorker: o.requireWorker,
 	}, logger, metrics)
 	defer h.close()
 	if metrics != nil {
@@ -102,6 +102,7 @@ func runListen(parent context.Context, ios *iostreams, o *serveOptions) error {
 		ln.Close()
 		<-accepted
 	}
+	h.endOpen(shutdownError(), shutdownWriteTimeout)
 	h.endSessions(errServerDrained)
 	conns.Wait()
 	logger.Info("stopped", "forced", hard)
@@ -152,7 +153,7 @@ func acceptLoop(ln net.Listener, h *hub, logger *slog.Logger, o *serveOptions, t
 		}
 		n++
 		s := newServer(h.ctx, conn, logger.With("conn", n, "remote", conn.RemoteAddr().String()))
-		s.hub, s.token = h, token
+		s.hub, s.token, s.requireWorker = h, token, o.requireWorker
 		s.maxMessage, s.maxInflight = int(o.maxMessage), o.maxInflight
 		if err := h.addSession(s); err != nil {
 			// On its own goroutine: a TLS handshake could keep the accept loop waiting.
@@ -217,6 +218,7 @@ func serveConn(s *server, conn net.Conn) {
 		err = errDisconnected
 	}
 	s.cancel(err)
+	s.endOpen(nil, 0) // no one to answer
 	s.destroyAll()
 	conn.Close()
 }

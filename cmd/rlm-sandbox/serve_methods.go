@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
@@ -32,12 +30,12 @@ func (s *server) dispatch(m *message, done doneFunc) {
 		s.create(m.Params, done)
 	case "execute":
 		var p executeParams
-		s.queue(m.Params, &p, &p.sandboxParam, done, func(e *sandboxEntry, sb supervisor.Sandbox) (any, error) {
-			return s.execute(e, sb, p)
+		s.queue(m.Params, &p, &p.sandboxParam, done, func(e *sandboxEntry, sb supervisor.Sandbox, ctx context.Context) (any, error) {
+			return s.execute(ctx, e, sb, p)
 		})
 	case "get_variable":
 		var p variableParams
-		s.queue(m.Params, &p, &p.sandboxParam, done, func(e *sandboxEntry, sb supervisor.Sandbox) (any, error) {
+		s.queue(m.Params, &p, &p.sandboxParam, done, func(e *sandboxEntry, sb supervisor.Sandbox, _ context.Context) (any, error) {
 			v, found, err := sb.GetVariable(s.ctx, p.Name)
 			if err != nil {
 				return nil, err
@@ -45,21 +43,13 @@ func (s *server) dispatch(m *message, done doneFunc) {
 			return variableResult{Found: found, Value: toJSON(v)}, nil
 		})
 	case "set_variable":
-		var p variableParams
-		if err := decodeParams(m.Params, &p); err == nil && len(p.Value) == 0 {
-			done(nil, invalidParams(`set_variable needs "value"`))
-			return
-		}
-		s.queue(m.Params, &p, &p.sandboxParam, done, func(e *sandboxEntry, sb supervisor.Sandbox) (any, error) {
-			v, err := parseJSON(p.Value)
-			if err != nil {
-				return nil, invalidParams("value: %v", err)
-			}
-			return struct{}{}, sb.SetVariable(s.ctx, p.Name, v)
+		var p setVariableParams
+		s.queue(m.Params, &p, &p.sandboxParam, done, func(e *sandboxEntry, sb supervisor.Sandbox, _ context.Context) (any, error) {
+			return struct{}{}, sb.SetVariable(s.ctx, p.Name, p.value)
 		})
 	case "stats":
 		var p sandboxParam
-		s.queue(m.Params, &p, &p, done, func(e *sandboxEntry, sb supervisor.Sandbox) (any, error) {
+		s.queue(m.Params, &p, &p, done, func(e *sandboxEntry, sb supervisor.Sandbox, _ context.Context) (any, error) {
 			st, err := sb.Stats(s.ctx)
 			if err != nil {
 				return nil, err
@@ -71,7 +61,7 @@ func (s *server) dispatch(m *message, done doneFunc) {
 		})
 	case "restart":
 		var p sandboxParam
-		s.queue(m.Params, &p, &p, done, func(e *sandboxEntry, sb supervisor.Sandbox) (any, error) {
+		s.queue(m.Params, &p, &p, done, func(e *sandboxEntry, sb supervisor.Sandbox, _ context.Context) (any, error) {
 			if err := sb.Restart(s.ctx); err != nil {
 				return nil, err
 			}
@@ -96,11 +86,15 @@ func (s *server) dispatch(m *message, done doneFunc) {
 			delete(s.sandboxes, e.id)
 			s.mu.Unlock()
 			e.destroy()
-		} else if sb, _ := e.sandbox(); sb != nil {
-			sb.Cancel()
+		} else {
+			e.cancelRuns(s.ctx)
 		}
 		done(struct{}{}, nil)
 	case "version":
+		if err := decodeParams(m.Params, &noParams{}); err != nil {
+			done(nil, err)
+			return
+		}
 		done(newVersionInfo(), nil)
 	default:
 		done(nil, newRPCError(codeMethodNotFound, "method_not_found", "no method %q; the methods are %s", m.Method, methods))
@@ -118,7 +112,7 @@ type (
 		WallTimeoutMS float64         `json:"wall_timeout_ms"` // default 0: none
 		MaxOutput     int             `json:"max_output"`      // default 50000; negative: none
 		MemoryLimit   uint64          `json:"memory_limit"`    // bytes; default 0: 4 GiB
-		Direct        bool            `json:"direct"`          // in the server's process
+		Direct        *bool           `json:"direct"`          // true: in the server's process; false: in a worker; absent: see workerMode
 		Stream        bool            `json:"stream"`          // "output" notifications
 		Bridges       []string        `json:"bridges"`         // "llm_query", "rlm_query"
 		IndexURL      []string        `json:"index_url"`       // where Pyodide is loaded from; default: the server's
@@ -136,13 +130,17 @@ type (
 	}
 	executeParams struct {
 		sandboxParam
-		Code        string `json:"code"`
-		Interactive bool   `json:"interactive"`
+		Code        *string `json:"code"` // required
+		Interactive bool    `json:"interactive"`
 	}
 	variableParams struct {
 		sandboxParam
 		Name  string          `json:"name"`
 		Value json.RawMessage `json:"value"`
+	}
+	setVariableParams struct {
+		variableParams
+		value any // Value parsed, by validate
 	}
 	variableResult struct {
 		Found bool `json:"found"`
@@ -172,10 +170,32 @@ type (
 	}
 )
 
+func (p *executeParams) validate() error {
+	if p.Code == nil {
+		return invalidParams(`"code" is required`)
+	}
+	return nil
+}
+
 func (p *variableParams) validate() error {
 	if p.Name == "" {
 		return invalidParams(`"name" is required`)
 	}
+	return nil
+}
+
+func (p *setVariableParams) validate() error {
+	if err := p.variableParams.validate(); err != nil {
+		return err
+	}
+	if len(p.Value) == 0 {
+		return invalidParams(`set_variable needs "value"`)
+	}
+	v, err := parseValue(p.Value)
+	if err != nil {
+		return invalidParams("value: %v", err)
+	}
+	p.value = v
 	return nil
 }
 
@@ -196,24 +216,6 @@ func invalidParams(format string, args ...any) *rpcError {
 	return newRPCError(codeInvalidParams, "invalid_params", format, args...)
 }
 
-// decodeParams reads params (an object; absent means {}) into v, refusing
-// unknown fields so that a misspelt option is an error, not ignored.
-func decodeParams(raw json.RawMessage, v any) error {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		raw = []byte("{}")
-	}
-	if raw[0] != '{' {
-		return invalidParams("params must be an object (named parameters)")
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return invalidParams("invalid params: %s", strings.TrimPrefix(err.Error(), "json: "))
-	}
-	return nil
-}
-
 // lookup finds a sandbox by id.
 func (s *server) lookup(id string) (*sandboxEntry, error) {
 	if id == "" {
@@ -229,9 +231,10 @@ func (s *server) lookup(id string) (*sandboxEntry, error) {
 }
 
 // queue decodes params into p and runs job on the sandbox they name, after
-// the requests for that sandbox read before this one.
+// the requests for that sandbox read before this one. The job's context
+// is the sandbox's runContext as this request is read (for execute).
 func (s *server) queue(raw json.RawMessage, p any, sp *sandboxParam, done doneFunc,
-	job func(*sandboxEntry, supervisor.Sandbox) (any, error)) {
+	job func(*sandboxEntry, supervisor.Sandbox, context.Context) (any, error)) {
 	if err := decodeParams(raw, p); err != nil {
 		done(nil, err)
 		return
@@ -247,13 +250,14 @@ func (s *server) queue(raw json.RawMessage, p any, sp *sandboxParam, done doneFu
 		done(nil, err)
 		return
 	}
+	ctx := e.runContext()
 	ok := e.q.push(func() {
 		sb, err := e.sandbox()
 		if err != nil {
 			done(nil, err)
 			return
 		}
-		done(job(e, sb))
+		done(job(e, sb, ctx))
 	})
 	if !ok {
 		done(nil, newRPCError(codeNoSuchSandbox, kindDestroyed, "sandbox %s was destroyed", e.id))
@@ -270,7 +274,7 @@ func (s *server) create(raw json.RawMessage, done doneFunc) {
 	}
 	var value any = ""
 	if len(p.Context) > 0 {
-		v, err := parseJSON(p.Context)
+		v, err := parseValue(p.Context)
 		if err != nil {
 			done(nil, invalidParams("context: %v", err))
 			return
@@ -303,6 +307,7 @@ func (s *server) create(raw json.RawMessage, done doneFunc) {
 		e.gone = func() { release(e) }
 	}
 	e.ctx, e.cancel = context.WithCancel(s.ctx)
+	e.runCtx, e.runCancel = context.WithCancelCause(s.ctx)
 	s.sandboxes[e.id] = e
 	s.mu.Unlock()
 
@@ -361,9 +366,7 @@ func (s *server) sandboxConfig(e *sandboxEntry, p createParams, bridges map[stri
 			cfg.Timeout = -1 // 0 means none here, the default in the library
 		}
 	}
-	if p.Direct {
-		cfg.UseWorker = supervisor.WorkerNever
-	}
+	cfg.UseWorker = s.workerMode(p.Direct)
 	if p.Stream {
 		cfg.OnStdout = func(line string) {
 			s.send(outRequest{JSONRPC: "2.0", Method: "output", Params: outputParams{e.id, "stdout", line}})
@@ -387,15 +390,36 @@ func (s *server) sandboxConfig(e *sandboxEntry, p createParams, bridges map[stri
 	return cfg
 }
 
-// execute runs code; a timeout or cancellation is an error whose data
-// holds what the code printed until then.
-func (s *server) execute(e *sandboxEntry, sb supervisor.Sandbox, p executeParams) (any, error) {
+// workerMode is where create's "direct" puts the sandbox: true in the
+// server's process, false in a worker; left out, in a worker when one can
+// start and else in-process (supervisor.WorkerAuto, which logs a
+// warning), unless --require-worker makes it a worker or nothing.
+func (s *server) workerMode(direct *bool) supervisor.WorkerMode {
+	switch {
+	case direct != nil && *direct:
+		return supervisor.WorkerNever
+	case direct != nil || s.requireWorker:
+		return supervisor.WorkerAlways
+	}
+	return supervisor.WorkerAuto
+}
+
+// execute runs code under ctx (see sandboxEntry.runCtx); a timeout or
+// cancellation is an error whose data holds what the code printed until
+// then. A cancel read before the code started fails it without running.
+func (s *server) execute(ctx context.Context, e *sandboxEntry, sb supervisor.Sandbox, p executeParams) (any, error) {
+	if context.Cause(ctx) == errCanceledByClient {
+		s.hub.observeExecute(nil, supervisor.ErrCanceled, 0)
+		interrupted := "KeyboardInterrupt"
+		return nil, &rpcError{Code: codeCanceled, Message: "execution canceled before it started (cancel came while it waited its turn)",
+			Data: &errorData{Kind: kindCanceled, Execution: &execution{Error: &interrupted, ErrorType: &interrupted}}}
+	}
 	run := sb.Execute
 	if p.Interactive {
 		run = sb.ExecuteInteractive
 	}
 	start := time.Now()
-	ce, err := run(s.ctx, p.Code)
+	ce, err := run(ctx, *p.Code)
 	s.hub.observeExecute(ce, err, time.Since(start))
 	if s.hub != nil {
 		e.q.push(func() { s.measure(e, sb, time.Second) }) // after this execute, before the next

@@ -11,16 +11,17 @@ import (
 // (docs/serve.md); it changes when a change would break a client.
 const serveProtocolVersion = 1
 
-// message is any JSON-RPC 2.0 message as read: a request or notification
-// from the client (Method set), or the client's response to a bridge
-// request (Result or Error set).
+// message is any JSON-RPC 2.0 message as read (decodeMessage): a request
+// or notification from the client (HasMethod), or the client's response
+// to a bridge request (Result or Error set). A member absent is nil.
 type message struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"` // nil when absent (a notification)
-	Method  string          `json:"method"`
-	Params  json.RawMessage `json:"params"`
-	Result  json.RawMessage `json:"result"`
-	Error   *rpcError       `json:"error"`
+	JSONRPC   string
+	ID        json.RawMessage // nil when absent (a notification)
+	HasMethod bool
+	Method    string
+	Params    json.RawMessage // an object or an array
+	Result    json.RawMessage
+	Error     json.RawMessage
 }
 
 // Messages as written.
@@ -142,6 +143,9 @@ func serveHint(err error) string {
 	case kindWorkerUnavailable:
 		return "build rlm-worker (`make build`) and keep it next to rlm-sandbox or on $PATH, " +
 			"set RLM_WORKER to its path, or create the sandbox with \"direct\": true"
+	case kindWorkerExited, kindDead:
+		return "the sandbox's interpreter is gone and everything it held with it; " +
+			"restart the sandbox (`restart`), or destroy it and create another"
 	}
 	return hint(err)
 }

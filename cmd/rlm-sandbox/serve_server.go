@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,14 +32,19 @@ type server struct {
 
 	mu         sync.Mutex
 	sandboxes  map[string]*sandboxEntry
-	created    int                      // sandboxes created so far, for ids
-	bridges    int                      // bridge requests sent so far, for ids
-	pending    map[string]chan *message // bridge requests awaiting an answer
+	created    int                    // sandboxes created so far, for ids
+	bridges    int                    // bridge requests sent so far, for ids
+	pending    map[string]*bridgeCall // bridge requests awaiting an answer
 	inputEnded bool
 
 	inputDone chan struct{}  // closed when the input has ended
 	inflight  sync.WaitGroup // requests read and not yet answered
 	inflightN atomic.Int64   // the same, counted
+	// The same again, to answer them when the server stops at once
+	// (endOpen); under mu.
+	open     map[*openRequest]struct{}
+	openSeq  int
+	badWrite atomic.Bool // a write to the client failed
 
 	// Set for a network session (serve --listen); zero for --stdio.
 	hub         *hub   // admission control, metrics and drain, shared by the sessions
@@ -47,6 +53,8 @@ type server struct {
 	afterAuth   func() // called once authenticated; may be nil
 	maxMessage  int    // bytes in one line; 0: no limit
 	maxInflight int    // requests read and not yet answered; 0: no limit
+
+	requireWorker bool // --require-worker: a create without "direct" needs a worker
 }
 
 func newServer(ctx context.Context, out io.Writer, logger *slog.Logger) *server {
@@ -54,7 +62,8 @@ func newServer(ctx context.Context, out io.Writer, logger *slog.Logger) *server 
 		out:       out,
 		logger:    logger,
 		sandboxes: map[string]*sandboxEntry{},
-		pending:   map[string]chan *message{},
+		pending:   map[string]*bridgeCall{},
+		open:      map[*openRequest]struct{}{},
 		inputDone: make(chan struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancelCause(ctx)
@@ -134,8 +143,16 @@ func (s *server) destroyAll() {
 }
 
 // send writes one message as a line. A failed write (the client is gone)
-// stops the server.
+// stops the server. Once the server stops, only a finalResponse is
+// written: anything else could wait forever for a client that does not
+// read.
 func (s *server) send(v any) error {
+	f, final := v.(finalResponse)
+	if final {
+		v = f.response
+	} else if s.ctx.Err() != nil {
+		return context.Cause(s.ctx)
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -144,15 +161,92 @@ func (s *server) send(v any) error {
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	if s.ctx.Err() != nil {
+	if !final && s.ctx.Err() != nil {
 		return context.Cause(s.ctx)
 	}
 	if _, err := s.out.Write(buf.Bytes()); err != nil {
 		err = fmt.Errorf("write to the client: %w", err)
+		s.badWrite.Store(true)
 		s.cancel(err)
 		return err
 	}
 	return nil
+}
+
+// finalResponse is a response endOpen writes while the server stops.
+type finalResponse struct{ response any }
+
+// openRequest is a request read and not answered yet.
+type openRequest struct {
+	seq   int // in the order read
+	id    json.RawMessage
+	reply replyFunc
+}
+
+// settle claims req for its response, counting it out. It reports false
+// when endOpen has claimed it already, or when the server is stopping
+// (endOpen then answers it).
+func (s *server) settle(req *openRequest) bool {
+	s.mu.Lock()
+	_, ok := s.open[req]
+	ok = ok && s.ctx.Err() == nil
+	if ok {
+		delete(s.open, req)
+	}
+	s.mu.Unlock()
+	if ok {
+		s.countOut()
+	}
+	return ok
+}
+
+func (s *server) countOut() {
+	s.inflightN.Add(-1)
+	s.inflight.Done()
+}
+
+// shutdownError answers the requests that had not finished when the
+// server stopped at once.
+func shutdownError() *rpcError {
+	return newRPCError(codeShutdown, kindShutdown, "the server is shutting down: the request did not finish before it stopped")
+}
+
+// endOpen ends the requests read and not answered yet, when the server
+// stops at once: it answers each with e (a best effort, given up after
+// within: the client may have stopped reading), or nothing when e is nil
+// or the client is gone.
+func (s *server) endOpen(e *rpcError, within time.Duration) {
+	s.mu.Lock()
+	reqs := make([]*openRequest, 0, len(s.open))
+	for r := range s.open {
+		reqs = append(reqs, r)
+	}
+	clear(s.open)
+	s.mu.Unlock()
+	for range reqs {
+		s.countOut()
+	}
+	if e == nil || len(reqs) == 0 || s.badWrite.Load() || errors.Is(context.Cause(s.ctx), errClientGone) {
+		return
+	}
+	slices.SortFunc(reqs, func(a, b *openRequest) int { return a.seq - b.seq })
+	if c, ok := s.out.(interface{ SetWriteDeadline(time.Time) error }); ok {
+		c.SetWriteDeadline(time.Now().Add(within)) // a connection; a pipe has no deadlines
+	}
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		for _, r := range reqs {
+			r.reply(finalResponse{errorResponse{"2.0", r.id, e}})
+		}
+	}()
+	t := time.NewTimer(within)
+	defer t.Stop()
+	select {
+	case <-written:
+	case <-t.C:
+		s.logger.Warn("the client does not read: requests left unanswered at shutdown", "requests", len(reqs))
+	}
 }
 
 // replyFunc delivers the response to one request.
@@ -186,14 +280,24 @@ var nullID = json.RawMessage("null")
 // handleMessage handles one message; newReply is called once for each
 // message that needs a response.
 func (s *server) handleMessage(raw []byte, newReply func() replyFunc) {
-	var m message
-	if raw[0] != '{' || json.Unmarshal(raw, &m) != nil || !validID(m.ID) {
-		newReply()(errorResponse{"2.0", nullID, newRPCError(codeInvalidRequest, "invalid_request", "not a JSON-RPC 2.0 message object")})
+	m, err := decodeMessage(raw)
+	if !m.HasMethod {
+		if call, id := s.answered(m.ID); call != nil {
+			s.routeAnswer(call, id, m, err, newReply)
+			return
+		}
+	}
+	if err != nil {
+		id := m.ID
+		if id == nil || !m.HasMethod { // a response's id is the server's
+			id = nullID
+		}
+		newReply()(errorResponse{"2.0", id, newRPCError(codeInvalidRequest, "invalid_request", "%v", err)})
 		return
 	}
-	if m.Method == "" {
+	if !m.HasMethod {
 		if m.ID != nil && (m.Result != nil || m.Error != nil) {
-			s.routeAnswer(&m)
+			s.logger.Warn("a response to no pending request (withdrawn, or answered twice)", "id", string(m.ID))
 			return
 		}
 		newReply()(errorResponse{"2.0", m.ID, newRPCError(codeInvalidRequest, "invalid_request", "a request needs a method")})
@@ -214,12 +318,19 @@ func (s *server) handleMessage(raw []byte, newReply func() replyFunc) {
 	}
 	s.inflight.Add(1)
 	s.inflightN.Add(1)
-	s.dispatch(&m, func(result any, err error) {
-		defer s.inflight.Done()
+	req := &openRequest{id: m.ID, reply: reply}
+	s.mu.Lock()
+	s.openSeq++
+	req.seq = s.openSeq
+	s.open[req] = struct{}{}
+	s.mu.Unlock()
+	s.dispatch(m, func(result any, err error) {
 		// Counted out before the reply is written: a client that sends its
 		// next request as soon as it reads this reply must not find it
 		// still counted.
-		s.inflightN.Add(-1)
+		if !s.settle(req) {
+			return
+		}
 		if err != nil {
 			reply(errorResponse{"2.0", m.ID, toRPCError(err)})
 			return
@@ -228,18 +339,14 @@ func (s *server) handleMessage(raw []byte, newReply func() replyFunc) {
 	})
 }
 
-// validID: an id is absent, a string, a number or null.
-func validID(id json.RawMessage) bool {
-	return len(id) == 0 || (id[0] != '{' && id[0] != '[')
-}
-
 // batch collects the responses to a batch request and writes them as one
 // array once all have come (nothing when it held only notifications).
 type batch struct {
-	s    *server
-	mu   sync.Mutex
-	left int // responses still to come, plus one until done is called
-	resp []any
+	s     *server
+	mu    sync.Mutex
+	left  int // responses still to come, plus one until done is called
+	resp  []any
+	final bool // a response is a finalResponse: so is the batch's
 }
 
 func (b *batch) add() replyFunc {
@@ -248,6 +355,9 @@ func (b *batch) add() replyFunc {
 	b.mu.Unlock()
 	return func(r any) {
 		b.mu.Lock()
+		if f, ok := r.(finalResponse); ok {
+			r, b.final = f.response, true
+		}
 		b.resp = append(b.resp, r)
 		b.mu.Unlock()
 		b.done()
@@ -259,9 +369,26 @@ func (b *batch) done() {
 	b.left--
 	last := b.left == 0
 	b.mu.Unlock()
-	if last && len(b.resp) > 0 {
+	switch {
+	case !last || len(b.resp) == 0:
+	case b.final:
+		b.s.send(finalResponse{b.resp})
+	default:
 		b.s.send(b.resp)
 	}
+}
+
+// bridgeCall is a bridge request awaiting the client's answer.
+type bridgeCall struct {
+	method string
+	answer chan bridgeAnswer // buffered: routeAnswer never waits
+}
+
+// bridgeAnswer is what the bridge callback returns: the text of a string
+// result, or the error Python raises as BridgeError.
+type bridgeAnswer struct {
+	text string
+	err  error
 }
 
 // callClient sends the client a request and waits for its answer, a
@@ -275,8 +402,8 @@ func (s *server) callClient(ctx context.Context, method string, params any) (str
 	}
 	s.bridges++
 	id := fmt.Sprintf("b%d", s.bridges)
-	answer := make(chan *message, 1)
-	s.pending[id] = answer
+	call := &bridgeCall{method: method, answer: make(chan bridgeAnswer, 1)}
+	s.pending[id] = call
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -288,16 +415,9 @@ func (s *server) callClient(ctx context.Context, method string, params any) (str
 	}
 	start := time.Now()
 	select {
-	case m := <-answer:
+	case a := <-call.answer:
 		s.hub.observeBridge(method, time.Since(start))
-		if m.Error != nil {
-			return "", errors.New(m.Error.Message)
-		}
-		var text string
-		if err := json.Unmarshal(m.Result, &text); err != nil {
-			return "", fmt.Errorf("the client answered %s with %s, not a string", method, abbreviate(m.Result, 80))
-		}
-		return text, nil
+		return a.text, a.err
 	case <-ctx.Done():
 		s.send(outRequest{JSONRPC: "2.0", Method: "cancel_request", Params: map[string]string{"id": id}})
 		return "", context.Cause(ctx)
@@ -306,20 +426,37 @@ func (s *server) callClient(ctx context.Context, method string, params any) (str
 	}
 }
 
-// routeAnswer hands the client's response to the bridge request waiting
-// for it.
-func (s *server) routeAnswer(m *message) {
-	var id string
-	json.Unmarshal(m.ID, &id)
-	s.mu.Lock()
-	ch := s.pending[id]
-	delete(s.pending, id)
-	s.mu.Unlock()
-	if ch == nil {
-		s.logger.Warn("a response to no pending request (withdrawn, or answered twice)", "id", string(m.ID))
-		return
+// answered returns the bridge call that id (a message's, maybe absent)
+// names, taking it from the pending ones; nil when there is none.
+func (s *server) answered(id json.RawMessage) (*bridgeCall, string) {
+	var name string
+	if id == nil || json.Unmarshal(id, &name) != nil {
+		return nil, ""
 	}
-	ch <- m
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	call := s.pending[name]
+	delete(s.pending, name)
+	return call, name
+}
+
+// routeAnswer hands the client's answer m to the bridge call id waiting
+// for it. A malformed answer (decodeErr, or readAnswer's verdict) fails
+// the call and is reported to the client as an Invalid Request.
+func (s *server) routeAnswer(call *bridgeCall, id string, m *message, decodeErr error, newReply func() replyFunc) {
+	var a bridgeAnswer
+	var malformed string
+	if decodeErr != nil {
+		malformed = decodeErr.Error()
+		a.err = fmt.Errorf("the client's answer to %s was malformed: %s", call.method, malformed)
+	} else {
+		a.text, a.err, malformed = readAnswer(m, call.method)
+	}
+	if malformed != "" {
+		newReply()(errorResponse{"2.0", nullID, newRPCError(codeInvalidRequest, "invalid_request",
+			"the answer to bridge request %s is malformed: %s; its %s call fails with BridgeError", id, malformed, call.method)})
+	}
+	call.answer <- a
 }
 
 func abbreviate(b []byte, n int) string {
@@ -342,6 +479,11 @@ type sandboxEntry struct {
 	sb        supervisor.Sandbox // nil until created
 	createErr error
 	destroyed bool
+	// An execute runs under the runCtx current when it was read; cancel
+	// ends that context and starts another, so the executes read before
+	// the cancel stop (or never start) and those read after it run.
+	runCtx    context.Context
+	runCancel context.CancelCauseFunc
 
 	gone     func() // called once when the sandbox ends (admission's release); may be nil
 	goneOnce sync.Once
@@ -371,14 +513,41 @@ func (e *sandboxEntry) sandbox() (supervisor.Sandbox, error) {
 	return e.sb, nil
 }
 
+// errCanceledByClient ends the runCtx of the executes a cancel stops.
+var errCanceledByClient = errors.New("the client sent cancel")
+
+// runContext is the context of an execute read now.
+func (e *sandboxEntry) runContext() context.Context {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.runCtx
+}
+
+// cancelRuns interrupts the code running now and fails the executes read
+// so far that have not started; parent is the context of the next ones.
+func (e *sandboxEntry) cancelRuns(parent context.Context) {
+	e.mu.Lock()
+	stop := e.runCancel
+	e.runCtx, e.runCancel = context.WithCancelCause(parent)
+	sb := e.sb
+	e.mu.Unlock()
+	if sb != nil {
+		sb.Cancel() // first: the running code's error is then plain "canceled"
+	}
+	// An execute between its start and the interpreter's sees this.
+	stop(errCanceledByClient)
+}
+
 // destroy ends the sandbox at once, including a create or an execute in
 // progress; its queued requests then fail.
 func (e *sandboxEntry) destroy() {
 	e.mu.Lock()
 	e.destroyed = true
 	sb := e.sb
+	stop := e.runCancel
 	e.mu.Unlock()
 	e.cancel()
+	stop(supervisor.ErrDestroyed)
 	if sb != nil {
 		sb.Destroy()
 	}

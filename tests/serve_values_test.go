@@ -1,0 +1,49 @@
+package tests
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// nested is n arrays around 1: "[[1]]" for 2.
+func nested(n int) string {
+	return strings.Repeat("[", n) + "1" + strings.Repeat("]", n)
+}
+
+// TestServeValueDepth: values nest at most 200 arrays or objects deep;
+// deeper ones are invalid params with a short message naming the limit.
+func TestServeValueDepth(t *testing.T) {
+	c := startServer(t)
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"create","params":{"context":` + nested(201) + `}}`)
+	m := c.response(1, time.Minute)
+	if code, kind, msg := rpcError(t, m); code != -32602 || kind != "invalid_params" || !strings.Contains(msg, "200") || len(msg) > 200 {
+		t.Fatalf("create with a context too deep: %v", m)
+	}
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"create","params":{"context":` + nested(200) + `}}`)
+	if r, _ := c.response(2, 2*time.Minute)["result"].(map[string]any); r == nil || r["sandbox"] != "s1" {
+		t.Fatalf("create with a context at the limit failed")
+	}
+	c.send(`{"jsonrpc":"2.0","id":3,"method":"set_variable","params":{"sandbox":"s1","name":"v","value":` + nested(201) + `}}`)
+	m = c.response(3, time.Minute)
+	if code, kind, msg := rpcError(t, m); code != -32602 || kind != "invalid_params" || !strings.Contains(msg, "200") || len(msg) > 200 {
+		t.Fatalf("set_variable with a value too deep: %v", m)
+	}
+	deepObject := strings.Repeat(`{"x":`, 201) + "1" + strings.Repeat("}", 201)
+	c.send(`{"jsonrpc":"2.0","id":4,"method":"set_variable","params":{"sandbox":"s1","name":"v","value":` + deepObject + `}}`)
+	m = c.response(4, time.Minute)
+	if code, kind, msg := rpcError(t, m); code != -32602 || kind != "invalid_params" || len(msg) > 200 {
+		t.Fatalf("set_variable with an object too deep: %v", m)
+	}
+	c.send(`{"jsonrpc":"2.0","id":5,"method":"set_variable","params":{"sandbox":"s1","name":"v","value":` + nested(200) + `}}`)
+	if _, ok := c.response(5, time.Minute)["result"]; !ok {
+		t.Fatal("set_variable with a value at the limit failed")
+	}
+	c.call(6, "execute", map[string]any{"sandbox": "s1", "code": "d = 0\nwhile isinstance(v, list):\n    v, d = v[0], d + 1\nprint(d, len(str(context)))"})
+	if r, _ := c.response(6, time.Minute)["result"].(map[string]any); r == nil || r["stdout"] != "200 401\n" {
+		t.Fatalf("execute: %v", r)
+	}
+	if code := c.wait(time.Minute); code != 0 {
+		t.Fatalf("exit status %d", code)
+	}
+}
