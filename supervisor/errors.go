@@ -27,3 +27,18 @@ var (
 	// ErrPoolClosed: Pool.Get after Pool.Close.
 	ErrPoolClosed = errors.New("supervisor: pool closed")
 )
+
+// workerDead is the error of a sandbox whose worker process is gone: it
+// matches ErrWorkerExited and ErrDead, and names the prefix once.
+func workerDead(why string) error {
+	return &joinedError{msg: "supervisor: worker process exited, the sandbox is dead (" + why + ")", errs: []error{ErrWorkerExited, ErrDead}}
+}
+
+// joinedError is an error with its own message that matches several.
+type joinedError struct {
+	msg  string
+	errs []error
+}
+
+func (e *joinedError) Error() string   { return e.msg }
+func (e *joinedError) Unwrap() []error { return e.errs }

@@ -344,7 +344,7 @@ func (s *workerSandbox) deadErr() error {
 	}
 	select {
 	case <-s.exited:
-		s.dead = fmt.Errorf("%w: %w (%v)", ErrWorkerExited, ErrDead, s.exit)
+		s.dead = workerDead(fmt.Sprint(s.exit))
 		return s.dead
 	default:
 	}
@@ -778,7 +778,7 @@ func (s *workerSandbox) answered(id uint64) bool {
 // killStubborn ends a worker whose code ignored the interrupt.
 func (s *workerSandbox) killStubborn() {
 	s.cfg.Logger.Warn("code ignored the interrupt; killing the worker", "pid", s.info.PID, "grace", s.cfg.GracePeriod)
-	s.markDead(fmt.Errorf("%w: %w: killed after ignoring the interrupt for %v", ErrWorkerExited, ErrDead, s.cfg.GracePeriod))
+	s.markDead(workerDead(fmt.Sprintf("killed after ignoring the interrupt for %v", s.cfg.GracePeriod)))
 	s.kill()
 }
 
