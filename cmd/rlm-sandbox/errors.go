@@ -74,6 +74,8 @@ func errorKind(err error) string {
 		return kindUsage
 	case errors.Is(err, supervisor.ErrTimeout):
 		return kindTimeout
+	case errors.Is(err, supervisor.ErrDestroyed):
+		return kindDestroyed // before canceled: a destroy also cancels what runs
 	case errors.Is(err, supervisor.ErrCanceled):
 		return kindCanceled
 	case errors.Is(err, supervisor.ErrWorkerExited):
@@ -84,8 +86,6 @@ func errorKind(err error) string {
 		return kindWorkerUnavailable
 	case errors.Is(err, runtime.ErrDistribution):
 		return kindDistribution
-	case errors.Is(err, supervisor.ErrDestroyed):
-		return kindDestroyed
 	case errors.Is(err, supervisor.ErrNotInitialized):
 		return kindNotInitialized
 	case errors.Is(err, supervisor.ErrProtocol):

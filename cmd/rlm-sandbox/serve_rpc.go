@@ -129,6 +129,9 @@ func toRPCError(err error) *rpcError {
 		code = codeInvalidParams
 	}
 	msg := err.Error()
+	if kind == kindDestroyed {
+		msg = "supervisor: sandbox destroyed" // not the cancel it caused, and the destroy twice
+	}
 	if h := serveHint(err); h != "" {
 		msg += " (" + h + ")"
 	}
