@@ -549,6 +549,15 @@ func (in *Interpreter) call(ctx context.Context, f api.Function, args ...uint64)
 			err = fmt.Errorf("runtime: guest panic: %v", r)
 		}
 		if err != nil {
+			// An exit or abort is the guest's own doing: its message, not
+			// the wasm stack trace wazero adds (kept for traps).
+			var exit *emscripten.ExitError
+			var abort *emscripten.AbortError
+			if errors.As(err, &exit) {
+				err = exit
+			} else if errors.As(err, &abort) {
+				err = abort
+			}
 			in.deadErr = fmt.Errorf("%w: %w", ErrDead, err)
 			err = in.deadErr
 		}
