@@ -601,44 +601,61 @@ func (s *workerSandbox) SetVariable(ctx context.Context, name string, value any)
 // it, and a worker that ignores the interrupt is killed after GracePeriod.
 func (s *workerSandbox) callRun(ctx context.Context, what string, kind ipc.Kind, body any) (ipc.Message, error) {
 	r := newRun(ctx, s.cfg, s.interrupt, s.killStubborn)
+	o := s.runRequest(r, kind, body, nil)
+	switch {
+	case o.err != nil:
+		return ipc.Message{}, o.err
+	case o.killed:
+		return ipc.Message{}, fmt.Errorf("supervisor: %s: %w (the sandbox's code ignored KeyboardInterrupt and the worker was killed; the sandbox is dead: %w)", what, o.why, s.deadErr())
+	case !o.got && o.why != nil:
+		return ipc.Message{}, fmt.Errorf("supervisor: %s: %w: %w", what, o.why, s.deadErr())
+	case !o.got:
+		return ipc.Message{}, s.deadErr()
+	}
+	if err := replyErr(o.m); err != nil {
+		if errors.Is(err, ErrDead) {
+			s.markDead(err)
+		}
+		if o.why != nil { // interrupted (the code may have turned the interrupt into another error)
+			return ipc.Message{}, fmt.Errorf("supervisor: %s: %w", what, o.why)
+		}
+		return ipc.Message{}, err
+	}
+	return o.m, nil
+}
+
+// runOutcome is how a request run under a run ended (see runRequest).
+type runOutcome struct {
+	m      ipc.Message // the reply, when got
+	got    bool
+	err    error // the request could not be sent
+	why    error // why the run was stopped, or nil
+	killed bool  // the worker was killed for ignoring the interrupt
+}
+
+// runRequest sends a request that runs the sandbox's code under r (which
+// Cancel then reaches) and waits for its reply, or for the worker's end:
+// no cancellation here, the run interrupts the code and the worker
+// replies, or is killed and the frames end.
+func (s *workerSandbox) runRequest(r *run, kind ipc.Kind, body any, streams *execStreams) (o runOutcome) {
 	s.running.Store(r)
-	id, ch, err := s.send(kind, body, nil)
-	var m ipc.Message
-	got := false
+	id, ch, err := s.send(kind, body, streams)
+	o.err = err
 	if err == nil {
-		// No cancellation here: the run interrupts the code, and the
-		// worker replies (or is killed, and the frames end).
-		m, got, _ = s.await(nil, id, ch, nil)
+		o.m, o.got, _ = s.await(nil, id, ch, streams)
 		s.forget(id)
 	}
 	s.running.Store(nil)
 	s.mu.Lock()
-	clear(s.asked)
+	clear(s.asked) // late answers of abandoned calls are not sent
 	s.mu.Unlock()
-	why, killed := r.end()
-	if why != nil && got {
-		s.page.Store(0) // a stop that came after the reply left the interrupt pending
+	o.why, o.killed = r.end()
+	if o.why != nil && o.got {
+		// A stop that came after the code returned left the interrupt
+		// pending: it must not hit the next request.
+		s.page.Store(0)
 	}
-	switch {
-	case err != nil:
-		return ipc.Message{}, err
-	case killed:
-		return ipc.Message{}, fmt.Errorf("supervisor: %s: %w (the sandbox's code ignored KeyboardInterrupt and the worker was killed; the sandbox is dead: %w)", what, why, s.deadErr())
-	case !got && why != nil:
-		return ipc.Message{}, fmt.Errorf("supervisor: %s: %w: %w", what, why, s.deadErr())
-	case !got:
-		return ipc.Message{}, s.deadErr()
-	}
-	if err := replyErr(m); err != nil {
-		if errors.Is(err, ErrDead) {
-			s.markDead(err)
-		}
-		if why != nil { // interrupted (the code may have turned the interrupt into another error)
-			return ipc.Message{}, fmt.Errorf("supervisor: %s: %w", what, why)
-		}
-		return ipc.Message{}, err
-	}
-	return m, nil
+	return o
 }
 
 // answerBridge runs a bridge call of the running code and sends the answer.
@@ -691,28 +708,10 @@ func (s *workerSandbox) execute(ctx context.Context, code string, interactive bo
 		stderr: newCollector(s.cfg.MaxOutputLength, guardLine(s.cfg.Logger, "OnStderr", s.cfg.OnStderr), guardWriter(s.cfg.Logger, "Stderr", s.cfg.Stderr)),
 	}
 	r := newRun(ctx, s.cfg, s.interrupt, s.killStubborn)
-	s.running.Store(r)
-	id, ch, err := s.send(ipc.KindExecute, ipc.Execute{Code: code, Interactive: interactive}, streams)
-	var m ipc.Message
-	got := false
-	if err == nil {
-		// No cancellation here: the run interrupts the code, and the
-		// worker replies (or is killed, and the frames end).
-		m, got, _ = s.await(nil, id, ch, streams)
-		s.forget(id)
-	}
-	s.running.Store(nil)
-	s.mu.Lock()
-	clear(s.asked) // late answers of abandoned calls are not sent
-	s.mu.Unlock()
-	why, killed := r.end()
-	if why != nil && got {
-		// A stop that came after the code returned left the interrupt
-		// pending: it must not hit the next request.
-		s.page.Store(0)
-	}
-	if err != nil {
-		return nil, err
+	o := s.runRequest(r, ipc.KindExecute, ipc.Execute{Code: code, Interactive: interactive}, streams)
+	m, got, why, killed := o.m, o.got, o.why, o.killed
+	if o.err != nil {
+		return nil, o.err
 	}
 	if killed {
 		return s.execution(code, streams, r, nil), fmt.Errorf("%w (the code ignored KeyboardInterrupt and the worker was killed; the sandbox is dead: %w)", why, s.deadErr())
