@@ -172,8 +172,10 @@ type Config struct {
 	// BridgeError with the error's message. Its ctx is cancelled when the
 	// execution is cancelled or times out; Python then gets
 	// KeyboardInterrupt at once, without waiting for the callback (one
-	// that ignores ctx runs on, and its answer is dropped). Nil: llm_query
-	// raises BridgeError saying no host callback is set.
+	// that ignores ctx runs on, and its answer is dropped). An answer
+	// travels to a worker in one frame of at most 64 MiB: a larger one
+	// raises BridgeError there (direct mode has no such limit). Nil:
+	// llm_query raises BridgeError saying no host callback is set.
 	OnLLMQuery func(ctx context.Context, prompt string) (string, error)
 	// OnRLMQuery answers Python's rlm_query(task, ctx=None) and each task
 	// of rlm_query_batched, like OnLLMQuery. context is the ctx argument

@@ -43,7 +43,10 @@ type Sandbox interface {
 	// (its __repr__, a list subclass's __iter__), so GetVariable runs under
 	// an Execute's limits: ctx, Cancel, Timeout and WallTimeout interrupt
 	// it (ErrCanceled, ErrTimeout), and code that ignores the interrupt is
-	// killed after GracePeriod (the sandbox is then dead, ErrDead).
+	// killed after GracePeriod (the sandbox is then dead, ErrDead). From a
+	// worker, the value comes back in one frame of at most 64 MiB: a larger
+	// one is an error, and the sandbox goes on; direct mode has no such
+	// limit.
 	GetVariable(ctx context.Context, name string) (value any, found bool, err error)
 	// SetVariable binds a global of __main__ to a Go value, under the same
 	// limits as GetVariable (the value it replaces may run its __del__).
