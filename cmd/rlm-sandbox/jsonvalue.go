@@ -19,6 +19,9 @@ import (
 // come from: integers become int64 (or *big.Int beyond int64), other
 // numbers float64, objects map[string]any, arrays []any.
 func parseJSON(data []byte) (any, error) {
+	if s, ok := plainString(data); ok { // a context: one string, often large
+		return s, nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var v any

@@ -22,8 +22,12 @@ var envelope = []string{"jsonrpc", "id", "method", "params", "result", "error"}
 // and err says what is wrong, for a -32600 Invalid Request.
 func decodeMessage(raw []byte) (m *message, err error) {
 	m = &message{}
-	var members map[string]json.RawMessage
-	if raw[0] != '{' || json.Unmarshal(raw, &members) != nil {
+	if raw[0] != '{' {
+		return m, errors.New("not a JSON-RPC 2.0 message object")
+	}
+	// params and result are checked where they are decoded.
+	members, err := splitObject(raw, "params", "result")
+	if err != nil {
 		return m, errors.New("not a JSON-RPC 2.0 message object")
 	}
 	if id, ok := members["id"]; ok {
@@ -98,8 +102,10 @@ func decodeParams(raw json.RawMessage, v any) error {
 	if raw[0] != '{' {
 		return invalidParams("params must be an object (named parameters)")
 	}
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &members); err != nil {
+	// A value passed to Python (set_variable's value, create's context)
+	// is checked where it is decoded (parseValue).
+	members, err := splitObject(raw, "value", "context")
+	if err != nil {
 		return invalidParams("invalid params: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
 	known := paramNames(reflect.TypeOf(v).Elem())
@@ -110,9 +116,7 @@ func decodeParams(raw json.RawMessage, v any) error {
 		slices.Sort(known)
 		return invalidParams("unknown parameter %q (the parameters are %s)", name, strings.Join(known, ", "))
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := decodeMembers(members, v); err != nil {
 		return invalidParams("invalid params: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
 	return nil

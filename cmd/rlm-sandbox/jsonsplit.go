@@ -1,0 +1,252 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"unicode/utf8"
+)
+
+// Requests carry whole contexts (tens of MB in one string), and
+// encoding/json reads a string a byte at a time through its scanner's
+// state machine, once to check a document and once to decode it: a
+// set_variable of a 10 MB string went through it eight times (the
+// message's members, the params' members, the params struct, the value)
+// and took 400 ms. splitObject finds an object's members in one pass that
+// skips strings with bytes.IndexByte; each member is then checked by
+// json.Valid, or decoded (which checks it), where it is used.
+
+// splitObject returns the members of the JSON object b (which must be all
+// of b, whitespace aside), name → raw value, as json.Unmarshal into a
+// map[string]json.RawMessage does (a repeated name: the last one wins).
+// Every value is checked to be JSON except those of the names in lazy,
+// which the caller decodes (and so checks) itself.
+func splitObject(b []byte, lazy ...string) (map[string]json.RawMessage, error) {
+	i := skipSpace(b, 0)
+	if i == len(b) || b[i] != '{' {
+		return nil, errors.New("not a JSON object")
+	}
+	members := map[string]json.RawMessage{}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return members, trailing(b, i+1)
+	}
+	for {
+		if i == len(b) || b[i] != '"' {
+			return nil, fmt.Errorf("expected a member name at offset %d", i)
+		}
+		end, err := skipString(b, i)
+		if err != nil {
+			return nil, err
+		}
+		var name string
+		if err := json.Unmarshal(b[i:end], &name); err != nil {
+			return nil, err
+		}
+		i = skipSpace(b, end)
+		if i == len(b) || b[i] != ':' {
+			return nil, fmt.Errorf("expected ':' at offset %d", i)
+		}
+		i = skipSpace(b, i+1)
+		start := i
+		if i, err = skipValue(b, i, 0); err != nil {
+			return nil, err
+		}
+		v := json.RawMessage(b[start:i])
+		if !isLazy(name, lazy) && !json.Valid(v) {
+			return nil, fmt.Errorf("member %q is not a JSON value", name)
+		}
+		members[name] = v
+		i = skipSpace(b, i)
+		switch {
+		case i < len(b) && b[i] == ',':
+			i = skipSpace(b, i+1)
+		case i < len(b) && b[i] == '}':
+			return members, trailing(b, i+1)
+		default:
+			return nil, fmt.Errorf("expected ',' or '}' at offset %d", i)
+		}
+	}
+}
+
+func isLazy(name string, lazy []string) bool {
+	for _, l := range lazy {
+		if name == l {
+			return true
+		}
+	}
+	return false
+}
+
+// trailing reports anything but whitespace after offset i.
+func trailing(b []byte, i int) error {
+	if i = skipSpace(b, i); i != len(b) {
+		return fmt.Errorf("data after the object at offset %d", i)
+	}
+	return nil
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// maxSplitDepth bounds the arrays and objects skipValue follows into (the
+// values themselves are checked for depth where they are decoded).
+const maxSplitDepth = 10_000
+
+// skipValue returns the offset just past the JSON value at b[i:], finding
+// its end only: strings, arrays and objects are followed, other tokens
+// run to the next delimiter.
+func skipValue(b []byte, i, depth int) (int, error) {
+	if i == len(b) {
+		return i, errors.New("unexpected end of JSON")
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		if depth == maxSplitDepth {
+			return i, fmt.Errorf("nested more than %d levels deep", maxSplitDepth)
+		}
+		closing := byte('}')
+		if b[i] == '[' {
+			closing = ']'
+		}
+		i = skipSpace(b, i+1)
+		if i < len(b) && b[i] == closing {
+			return i + 1, nil
+		}
+		for {
+			var err error
+			if i, err = skipValue(b, i, depth+1); err != nil {
+				return i, err
+			}
+			i = skipSpace(b, i)
+			if closing == '}' && i < len(b) && b[i] == ':' {
+				i = skipSpace(b, i+1) // a member's value follows its name
+				continue
+			}
+			switch {
+			case i < len(b) && b[i] == ',':
+				i = skipSpace(b, i+1)
+			case i < len(b) && b[i] == closing:
+				return i + 1, nil
+			default:
+				return i, fmt.Errorf("expected ',' or '%c' at offset %d", closing, i)
+			}
+		}
+	}
+	start := i
+	for i < len(b) && !isDelimiter(b[i]) {
+		i++
+	}
+	if i == start {
+		return i, fmt.Errorf("unexpected %q at offset %d", b[i], i)
+	}
+	return i, nil
+}
+
+func isDelimiter(c byte) bool {
+	switch c {
+	case ',', '}', ']', ':', ' ', '\t', '\n', '\r', '"', '{', '[':
+		return true
+	}
+	return false
+}
+
+// skipString returns the offset just past the string that starts at b[i]
+// (a '"'), jumping from one quote or backslash to the next.
+func skipString(b []byte, i int) (int, error) {
+	i++
+	for {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			return len(b), errors.New("unterminated string")
+		}
+		// The quote ends the string unless an odd run of backslashes
+		// escapes it.
+		q := i + j
+		n := 0
+		for k := q - 1; k >= i && b[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1, nil
+		}
+		i = q + 1
+	}
+}
+
+// decodeMembers sets the fields of the struct v points to from members,
+// by their exact JSON names (embedded structs' fields included); the
+// caller has refused names v has no field for. A json.RawMessage field
+// takes its member as it is (unchecked when lazy: its user decodes it).
+func decodeMembers(members map[string]json.RawMessage, v any) error {
+	return decodeFields(members, reflect.ValueOf(v).Elem())
+}
+
+var rawMessageType = reflect.TypeFor[json.RawMessage]()
+
+func decodeFields(members map[string]json.RawMessage, s reflect.Value) error {
+	t := s.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case f.Anonymous && name == "":
+			if err := decodeFields(members, s.Field(i)); err != nil {
+				return err
+			}
+			continue
+		case !f.IsExported() || name == "-":
+			continue
+		case name == "":
+			name = f.Name
+		}
+		raw, ok := members[name]
+		if !ok {
+			continue
+		}
+		if f.Type == rawMessageType {
+			s.Field(i).SetBytes(raw)
+			continue
+		}
+		if err := json.Unmarshal(raw, s.Field(i).Addr().Interface()); err != nil {
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) {
+				return fmt.Errorf("%q: a %s cannot be a %s", name, te.Value, te.Type)
+			}
+			return fmt.Errorf("%q: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// plainString returns the text of the JSON string b when it needs no
+// unquoting (no escape, no control character, valid UTF-8): what
+// json.Unmarshal would give, without its scanner.
+func plainString(b []byte) (string, bool) {
+	b = bytes.TrimSpace(b)
+	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
+		return "", false
+	}
+	inner := b[1 : len(b)-1]
+	if bytes.IndexByte(inner, '"') >= 0 || bytes.IndexByte(inner, '\\') >= 0 {
+		return "", false
+	}
+	for _, c := range inner {
+		if c < 0x20 {
+			return "", false
+		}
+	}
+	if !utf8.Valid(inner) {
+		return "", false
+	}
+	return string(inner), true
+}
