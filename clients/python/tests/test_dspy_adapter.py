@@ -202,6 +202,19 @@ class ScriptedRLMTest(unittest.TestCase):
             out = interp.execute("print(x, y, 'v' in globals())", variables={"x": {"s": float("nan")}, "y": [float("-inf"), 1]})
             self.assertEqual(out, "{'s': nan} [-inf, 1] False\n")
 
+    def test_large_str_variables_are_sent_once(self):
+        big = "x" * 200_000 + "end"
+        with RLMSandboxInterpreter(binary=BIN) as interp:
+            self.assertEqual(interp.execute("print(len(context))", {"context": big, "n": 1}), "200003\n")
+            sent = []
+            real = interp.sandbox.set_variable
+            interp.sandbox.set_variable = lambda name, value: (sent.append(name), real(name, value))[1]
+            # The code rebinds it: DSPy's next injection gives it back.
+            out = interp.execute("print(len(context), context[-3:], n)\ncontext = 'changed'", {"context": big, "n": 2})
+            self.assertEqual(out, "200003 end 2\n")
+            self.assertEqual(interp.execute("print(context[-3:])", {"context": "y" * 100_000 + "new", "n": 3}), "new\n")
+            self.assertEqual(sent, ["n", "context", "n"])  # context once, when it changed
+
     def test_tool_named_like_a_builtin_is_refused(self):
         def search_context(term: str) -> str:
             return "db hit"

@@ -69,11 +69,17 @@ _NATIVE = frozenset({"llm_query", "llm_query_batched", "rlm_query", "rlm_query_b
 _TAKEN = frozenset({"chunk_text", "search_context", "rlm_query_batched"})
 _FINAL_VAR = "_rlm_sandbox_final"
 _JSON_VAR = "_rlm_sandbox_value"
+# Large str variables the sandbox keeps, so that re-binding them (DSPy
+# does before every execution) does not send them again.
+_KEEP_VAR = "_rlm_sandbox_kept"
+_KEEP_MIN = 64 << 10
 _FINAL_EXC = "_RLMSandboxFinal"
 
 _SETUP = '''
 import json as _rlm_sandbox_json
 import rlm as _rlm_sandbox_rlm
+
+%(keep)s = globals().get(%(keep)r, {})
 
 class _RLMSandboxFinal(BaseException):
     """Raised by SUBMIT: ends the execution with the final answer."""
@@ -235,6 +241,7 @@ class RLMSandboxInterpreter:
         self._registered: tuple | None = None
         self._options = dict(sandbox_options, timeout=timeout, memory_limit=memory_limit, binary=binary, client=client)
         self._sandbox: Sandbox | None = None
+        self._sent: dict[str, str] = {}  # large str variables the sandbox keeps, by name
         self._ended = False
         self._lock = threading.Lock()
 
@@ -282,8 +289,7 @@ class RLMSandboxInterpreter:
         sb = self._sandbox
         try:
             self._register(sb)
-            for name, value in variables.items():
-                self._bind(sb, name, _jsonable(value))
+            self._bind_all(sb, variables)
             r = sb.execute(code, interactive=True)
             if r.error_type == _FINAL_EXC:
                 return FinalOutput(sb.get_variable(_FINAL_VAR))
@@ -342,6 +348,35 @@ class RLMSandboxInterpreter:
         printed = (r.stdout + r.stderr).rstrip("\n")
         return (printed + "\n" + detail) if printed else detail
 
+    def _bind_all(self, sb: Sandbox, variables: dict[str, Any]) -> None:
+        """Bind the variables, as DSPy re-injects them before every
+        execution. A large str sent before with the same text is not sent
+        again: the sandbox kept it (a str cannot change), and it is bound
+        from there, so a 10 MB context costs one small execute per step,
+        not a transfer."""
+        kept, sent = [], []
+        for name, value in variables.items():
+            v = _jsonable(value)
+            last = self._sent.get(name)
+            if isinstance(v, str) and len(v) >= _KEEP_MIN:
+                if last is not None and (last is v or last == v):
+                    kept.append(name)
+                    continue
+                self._sent[name] = v
+                sent.append(name)
+            else:
+                self._sent.pop(name, None)
+            self._bind(sb, name, v)
+        if not kept and not sent:
+            return
+        code = [_KEEP_VAR + ".update({%s})" % ", ".join("%r: %s" % (n, n) for n in sent)] if sent else []
+        code += ["%s = %s[%r]" % (n, _KEEP_VAR, n) for n in kept]
+        r = sb.execute("\n".join(code))
+        if r.error is not None:  # the code took the kept values away: send them again
+            for n in kept:
+                self._bind(sb, n, _jsonable(variables[n]))
+            self._sent.clear()
+
     def _bind(self, sb: Sandbox, name: str, value: Any) -> None:
         try:
             sb.set_variable(name, value)
@@ -369,7 +404,7 @@ class RLMSandboxInterpreter:
                 "Tool name %s conflicts with an rlm-sandbox built-in of the same name "
                 "(bound again before each execution); rename the tool" % ", ".join(map(repr, taken))
             )
-        lines = [_SETUP % {"marker": _TOOL_MARKER}]
+        lines = [_SETUP % {"marker": _TOOL_MARKER, "keep": _KEEP_VAR}]
         for name in wrapped:
             if not name.isidentifier() or keyword.iskeyword(name):
                 raise _dspy_types()[2]("Invalid tool name: %r" % (name,))
