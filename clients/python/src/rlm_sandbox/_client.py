@@ -6,7 +6,6 @@ import contextvars
 import decimal
 import itertools
 import json
-import math
 import threading
 import weakref
 from dataclasses import dataclass
@@ -192,7 +191,9 @@ def _what(message: dict) -> str:
     params = message.get("params")
     if isinstance(params, dict) and "name" in params:
         return "variable %r" % params["name"]
-    return "the %s request's parameters" % message.get("method", "answer's")
+    if "method" in message:
+        return "the %s request's parameters" % message["method"]
+    return "the answer"
 
 
 def _shutdown_transport(transport: Transport) -> None:
