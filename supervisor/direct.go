@@ -152,11 +152,12 @@ func (d *direct) GetVariable(ctx context.Context, name string) (any, bool, error
 
 // underRun runs f, a request other than Execute that may run the
 // sandbox's own Python code (converting a value calls its __repr__ or
-// __iter__, replacing one its __del__), under the limits of an Execute:
-// the caller's ctx, Cancel, Timeout and WallTimeout interrupt it, and an
-// interpreter that ignores the interrupt is killed after GracePeriod.
+// __iter__, replacing one its __del__), under the limits of an Execute
+// but for the time (valueRunConfig): the caller's ctx, Cancel and the
+// time limit interrupt it, and an interpreter that ignores the interrupt
+// is killed after GracePeriod.
 func (d *direct) underRun(ctx context.Context, what string, f func() error) error {
-	r := newRun(ctx, d.cfg, d.interrupt, d.kill)
+	r := newRun(ctx, valueRunConfig(d.cfg), d.interrupt, d.kill)
 	d.running.Store(r)
 	err := f()
 	d.running.Store(nil)

@@ -45,6 +45,19 @@ func (r *run) bridgeSlots(n int) chan struct{} {
 	return r.slots
 }
 
+// valueRunConfig is cfg's limits for a request that moves a value in or
+// out (GetVariable, SetVariable, Initialize) and may run the sandbox's own
+// code on the way (a __repr__, __iter__, __del__): Timeout, but never
+// less than DefaultTimeout, since a large value takes its time to cross
+// (1.9 GB: 23 s), and no WallTimeout, which bounds executions.
+func valueRunConfig(cfg Config) Config {
+	if cfg.Timeout > 0 && cfg.Timeout < DefaultTimeout {
+		cfg.Timeout = DefaultTimeout
+	}
+	cfg.WallTimeout = 0
+	return cfg
+}
+
 // newRun starts the clocks of an execution. interrupt and kill act on the
 // interpreter (see run).
 func newRun(ctx context.Context, cfg Config, interrupt, kill func()) *run {

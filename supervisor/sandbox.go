@@ -41,15 +41,17 @@ type Sandbox interface {
 	// runtime.Interpreter.Get for the types); found is false when there is
 	// no such global. Converting a value can run the sandbox's own code
 	// (its __repr__, a list subclass's __iter__), so GetVariable runs under
-	// an Execute's limits: ctx, Cancel, Timeout and WallTimeout interrupt
-	// it (ErrCanceled, ErrTimeout), and code that ignores the interrupt is
-	// killed after GracePeriod (the sandbox is then dead, ErrDead). From a
+	// limits: ctx and Cancel interrupt it (ErrCanceled), and so does
+	// Timeout (ErrTimeout), but never before DefaultTimeout (a large value
+	// takes its time to cross); code that ignores the interrupt is killed
+	// after GracePeriod (the sandbox is then dead, ErrDead). From a
 	// worker, the value comes back in one frame of at most 64 MiB: a larger
 	// one is an error, and the sandbox goes on; direct mode has no such
 	// limit.
 	GetVariable(ctx context.Context, name string) (value any, found bool, err error)
 	// SetVariable binds a global of __main__ to a Go value, under the same
-	// limits as GetVariable (the value it replaces may run its __del__).
+	// limits as GetVariable (the value it replaces may run its __del__), as
+	// Initialize does.
 	SetVariable(ctx context.Context, name string, value any) error
 	// Cancel interrupts the running Execute, GetVariable or SetVariable
 	// (KeyboardInterrupt; killed after the grace period if it does not

@@ -597,10 +597,11 @@ func (s *workerSandbox) SetVariable(ctx context.Context, name string, value any)
 // callRun is call for a request other than Execute that may run the
 // sandbox's own Python code (converting a value calls its __repr__ or
 // __iter__, replacing one its __del__): it runs under the limits of an
-// Execute, so the caller's ctx, Cancel, Timeout and WallTimeout interrupt
-// it, and a worker that ignores the interrupt is killed after GracePeriod.
+// Execute but for the time (valueRunConfig), so the caller's ctx, Cancel
+// and the time limit interrupt it, and a worker that ignores the
+// interrupt is killed after GracePeriod.
 func (s *workerSandbox) callRun(ctx context.Context, what string, kind ipc.Kind, body any) (ipc.Message, error) {
-	r := newRun(ctx, s.cfg, s.interrupt, s.killStubborn)
+	r := newRun(ctx, valueRunConfig(s.cfg), s.interrupt, s.killStubborn)
 	o := s.runRequest(r, kind, body, nil)
 	switch {
 	case o.err != nil:
