@@ -814,6 +814,9 @@ func (s *workerSandbox) Stats(ctx context.Context) (Stats, error) {
 	if err := s.deadErr(); err != nil {
 		return Stats{}, err
 	}
+	if err := ctx.Err(); err != nil { // the reply may be there before the wait looks at ctx
+		return Stats{}, fmt.Errorf("%w: %w", ErrCanceled, err)
+	}
 	m, err := s.call(ctx, ipc.KindStats, ipc.Stats{})
 	if err != nil {
 		return Stats{}, err
