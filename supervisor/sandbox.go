@@ -6,7 +6,11 @@ import (
 )
 
 // Sandbox runs Python code for one agent. Both implementations (a worker
-// process, or the interpreter in this process) behave the same.
+// process, or the interpreter in this process) behave the same, but for
+// what a process boundary brings: a worker passes a bridge answer or a
+// GetVariable value in one frame of at most 64 MiB, and is killed when
+// its code does not stop, where direct mode cannot stop a long C call
+// (see the README).
 //
 // Calls on one sandbox are serialised: a call made while another runs waits
 // for it (or for its own context). Cancel, Destroy and Restart do not wait.
