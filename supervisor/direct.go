@@ -167,8 +167,7 @@ func (d *direct) underRun(ctx context.Context, what string, f func() error) erro
 	}
 	switch {
 	case killed:
-		d.markDead(fmt.Errorf("%w: killed after ignoring the interrupt for %v", ErrDead, d.cfg.GracePeriod))
-		return fmt.Errorf("supervisor: %s: %w (the sandbox's code ignored KeyboardInterrupt and was killed; the sandbox is dead: %w)", what, why, ErrDead)
+		return fmt.Errorf("supervisor: %s: %w (the sandbox's code ignored KeyboardInterrupt and was killed; the sandbox is dead: %w)", what, why, d.usable())
 	case err == nil:
 		return nil
 	case why != nil: // interrupted (the code may have turned the interrupt into another error)
@@ -223,8 +222,7 @@ func (d *direct) execute(ctx context.Context, code string, interactive bool) (*C
 		ce.Error, ce.ErrorType, ce.Traceback = res.Error.Error(), res.Error.Type, res.Error.Traceback
 	}
 	if killed {
-		d.markDead(fmt.Errorf("%w: killed after ignoring the interrupt for %v", ErrDead, d.cfg.GracePeriod))
-		return ce, fmt.Errorf("%w (the code ignored KeyboardInterrupt and was killed; the sandbox is dead: %w)", why, ErrDead)
+		return ce, fmt.Errorf("%w (the code ignored KeyboardInterrupt and was killed; the sandbox is dead: %w)", why, d.usable())
 	}
 	if err != nil {
 		if errors.Is(err, runtime.ErrInterrupted) && why != nil {
@@ -242,6 +240,7 @@ func (d *direct) interrupt() { d.intr.Store(runtime.SIGINT) }
 // kill ends an interpreter whose code ignored the interrupt.
 func (d *direct) kill() {
 	d.cfg.Logger.Warn("code ignored the interrupt; killing the interpreter", "grace", d.cfg.GracePeriod)
+	d.markDead(fmt.Errorf("%w: killed after ignoring the interrupt for %v", ErrDead, d.cfg.GracePeriod))
 	d.in.Close()
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -56,7 +57,7 @@ func splitObject(b []byte, lazy ...string) (map[string]json.RawMessage, error) {
 			return nil, err
 		}
 		v := json.RawMessage(b[start:i])
-		if !isLazy(name, lazy) && !json.Valid(v) {
+		if !slices.Contains(lazy, name) && !json.Valid(v) {
 			return nil, fmt.Errorf("member %q is not a JSON value", name)
 		}
 		members[name] = v
@@ -70,15 +71,6 @@ func splitObject(b []byte, lazy ...string) (map[string]json.RawMessage, error) {
 			return nil, fmt.Errorf("expected ',' or '}' at offset %d", i)
 		}
 	}
-}
-
-func isLazy(name string, lazy []string) bool {
-	for _, l := range lazy {
-		if name == l {
-			return true
-		}
-	}
-	return false
 }
 
 // trailing reports anything but whitespace after offset i.
@@ -188,44 +180,57 @@ func skipString(b []byte, i int) (int, error) {
 // caller has refused names v has no field for. A json.RawMessage field
 // takes its member as it is (unchecked when lazy: its user decodes it).
 func decodeMembers(members map[string]json.RawMessage, v any) error {
-	return decodeFields(members, reflect.ValueOf(v).Elem())
+	s := reflect.ValueOf(v).Elem()
+	for _, f := range jsonFields(s.Type()) {
+		raw, ok := members[f.name]
+		if !ok {
+			continue
+		}
+		field := s.FieldByIndex(f.index)
+		if field.Type() == rawMessageType {
+			field.SetBytes(raw)
+			continue
+		}
+		if err := json.Unmarshal(raw, field.Addr().Interface()); err != nil {
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) {
+				return fmt.Errorf("%q: a %s cannot be a %s", f.name, te.Value, te.Type)
+			}
+			return fmt.Errorf("%q: %w", f.name, err)
+		}
+	}
+	return nil
 }
 
 var rawMessageType = reflect.TypeFor[json.RawMessage]()
 
-func decodeFields(members map[string]json.RawMessage, s reflect.Value) error {
-	t := s.Type()
+// jsonField is a struct field encoding/json would decode: its JSON name
+// and its index path (through embedded structs).
+type jsonField struct {
+	name  string
+	index []int
+}
+
+// jsonFields lists the fields of struct type t that encoding/json
+// decodes, those of embedded structs included.
+func jsonFields(t reflect.Type) []jsonField {
+	var fields []jsonField
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		switch {
 		case f.Anonymous && name == "":
-			if err := decodeFields(members, s.Field(i)); err != nil {
-				return err
+			for _, e := range jsonFields(f.Type) {
+				fields = append(fields, jsonField{e.name, append([]int{i}, e.index...)})
 			}
-			continue
 		case !f.IsExported() || name == "-":
-			continue
 		case name == "":
-			name = f.Name
-		}
-		raw, ok := members[name]
-		if !ok {
-			continue
-		}
-		if f.Type == rawMessageType {
-			s.Field(i).SetBytes(raw)
-			continue
-		}
-		if err := json.Unmarshal(raw, s.Field(i).Addr().Interface()); err != nil {
-			var te *json.UnmarshalTypeError
-			if errors.As(err, &te) {
-				return fmt.Errorf("%q: a %s cannot be a %s", name, te.Value, te.Type)
-			}
-			return fmt.Errorf("%q: %w", name, err)
+			fields = append(fields, jsonField{f.Name, []int{i}})
+		default:
+			fields = append(fields, jsonField{name, []int{i}})
 		}
 	}
-	return nil
+	return fields
 }
 
 // plainString returns the text of the JSON string b when it needs no

@@ -38,44 +38,50 @@ func parseJSON(data []byte) (any, error) {
 }
 
 // maxValueDepth is how many arrays and objects a value passed to Python
-// may nest in one another: the supervisor refuses deeper values (its
-// limit counts the values inside them, so it passes every value this
-// one does).
+// may nest in one another: the supervisor refuses deeper values.
 const maxValueDepth = 200
 
 // parseValue is parseJSON for a value passed to Python: one nested deeper
 // than maxValueDepth is an error.
 func parseValue(data []byte) (any, error) {
-	v, err := parseJSON(data)
-	if err == nil && depth(v, maxValueDepth+1) > maxValueDepth {
-		err = fmt.Errorf("nested deeper than %d arrays or objects, the limit", maxValueDepth)
+	if err := checkJSONDepth(data, maxValueDepth); err != nil {
+		return nil, err
 	}
-	return v, err
+	return parseJSON(data)
 }
 
-// depth is how many arrays and objects v nests, counted up to limit.
-func depth(v any, limit int) int {
-	if limit == 0 {
-		return 0
-	}
-	var children []any
-	switch x := v.(type) {
-	case []any:
-		children = x
-	case map[string]any:
-		for _, c := range x {
-			children = append(children, c)
+// checkJSONDepth fails when the JSON text data nests values more than max
+// levels deep, the way the supervisor counts: the top-level value is at
+// level 0, the elements and values of a container one level below it. It
+// looks at the brackets only (strings skipped as splitObject skips them),
+// so that encoding/json's own limit (10,000 levels) is never the one
+// reached; other errors are left to the decoder.
+func checkJSONDepth(data []byte, max int) error {
+	open := 0 // containers open around the current position
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		switch c {
+		case ' ', '\t', '\n', '\r', ',', ':':
+			continue
+		case ']', '}':
+			open--
+			continue
 		}
-	default:
-		return 0
-	}
-	d := 0
-	for _, c := range children {
-		if d = max(d, depth(c, limit-1)); d == limit-1 {
-			break
+		if open > max { // a value, or a key, inside a container at level max
+			return fmt.Errorf("the value is nested more than %d levels deep, the limit", max)
+		}
+		switch c {
+		case '[', '{':
+			open++
+		case '"':
+			end, err := skipString(data, i)
+			if err != nil {
+				return nil // unterminated: the decoder says so
+			}
+			i = end - 1
 		}
 	}
-	return 1 + d
+	return nil
 }
 
 // fromJSON converts the json.Number values of a decoded value.

@@ -125,7 +125,7 @@ func (o *sandboxOptions) contextValue(stdin io.Reader) (any, error) {
 			}
 			data = b
 		}
-		if err := checkJSONDepth(data, maxContextDepth); err != nil {
+		if err := checkJSONDepth(data, maxValueDepth); err != nil {
 			return nil, usageErrorf("--context-json: %v", err)
 		}
 		v, err := parseJSON(data)
@@ -139,43 +139,6 @@ func (o *sandboxOptions) contextValue(stdin io.Reader) (any, error) {
 		return v, nil
 	}
 	return o.contextText, nil
-}
-
-// maxContextDepth is how deeply a context may nest: the supervisor refuses
-// a value nested deeper (its maxValueDepth).
-const maxContextDepth = 200
-
-// checkJSONDepth fails when the JSON text data nests values more than max
-// levels deep, the way the supervisor counts: the top-level value is at
-// level 0, the elements and values of a container one level below it. It
-// looks at the brackets only, so that encoding/json's own limit (10,000
-// levels) is never the one reached; other errors are left to the decoder.
-func checkJSONDepth(data []byte, max int) error {
-	open := 0 // containers open around the current position
-	for i := 0; i < len(data); i++ {
-		c := data[i]
-		switch c {
-		case ' ', '\t', '\n', '\r', ',', ':':
-			continue
-		case ']', '}':
-			open--
-			continue
-		}
-		if open > max { // a value, or a key, inside a container at level max
-			return fmt.Errorf("the value is nested more than %d levels deep, the most a context may be", max)
-		}
-		switch c {
-		case '[', '{':
-			open++
-		case '"':
-			for i++; i < len(data) && data[i] != '"'; i++ {
-				if data[i] == '\\' {
-					i++
-				}
-			}
-		}
-	}
-	return nil
 }
 
 // config is the supervisor.Config the flags describe.

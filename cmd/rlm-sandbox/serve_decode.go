@@ -126,17 +126,8 @@ func decodeParams(raw json.RawMessage, v any) error {
 // embedded structs included.
 func paramNames(t reflect.Type) []string {
 	var names []string
-	for f := range t.Fields() {
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		switch {
-		case f.Anonymous && name == "":
-			names = append(names, paramNames(f.Type)...)
-		case !f.IsExported() || name == "-":
-		case name == "":
-			names = append(names, f.Name)
-		default:
-			names = append(names, name)
-		}
+	for _, f := range jsonFields(t) {
+		names = append(names, f.name)
 	}
 	return names
 }
