@@ -61,6 +61,36 @@ func TestCLIBridgeBackgroundChild(t *testing.T) {
 	waitGone(t, []int{pid}, time.Minute)
 }
 
+// TestCLIBridgeCommandDiesWithCLI checks that a bridge command waiting
+// on its answer is killed when rlm-sandbox itself is killed (SIGKILL,
+// which it cannot catch), instead of running on as an orphan.
+func TestCLIBridgeCommandDiesWithCLI(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	p := startCLI(t, "exec", "--llm-cmd", "echo $$ > "+pidFile+".tmp; mv "+pidFile+".tmp "+pidFile+"; exec sleep 120",
+		"-c", `llm_query("x")`)
+	var pid int
+	deadline := time.Now().Add(time.Minute)
+	for {
+		b, err := os.ReadFile(pidFile)
+		if err == nil {
+			if pid, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the command did not start within a minute; stderr:\n%s", p.stderr)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the file system: nothing to wait on
+	}
+	if processGone(pid) {
+		t.Fatalf("the command (pid %d) ended before rlm-sandbox was killed", pid)
+	}
+	p.cmd.Process.Kill()
+	p.wait(t, time.Minute)
+	waitGone(t, []int{pid}, time.Minute)
+}
+
 // TestCLIBridgeStderrCut checks that a failed command's long stderr is cut
 // to its last 4,000 bytes between characters, not inside one.
 func TestCLIBridgeStderrCut(t *testing.T) {

@@ -102,7 +102,9 @@ func writeContextFile(value any) (path, format string, err error) {
 // whole when ctx ends (the execution was interrupted or timed out), when
 // it prints more than an answer may hold (it fails at once), and when the
 // command itself has exited: what a background child of it still holds
-// open is not waited for.
+// open is not waited for. On Linux the command is also killed if
+// rlm-sandbox dies first (its children are not: they are only in its
+// process group).
 func runBridgeCommand(ctx context.Context, flag, command, input string, env []string) (string, error) {
 	// The pipes are the command's own files, not ones exec.Cmd copies
 	// through: Wait then returns when the command exits, even if a child
@@ -135,7 +137,7 @@ func runBridgeCommand(ctx context.Context, flag, command, input string, env []st
 	cmd := exec.Command("/bin/sh", "-c", command)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = bridgeProcAttr()
 	if err := cmd.Start(); err != nil {
 		return "", fmt.Errorf("%s: %v", flag, err)
 	}
