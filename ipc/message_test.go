@@ -1,6 +1,7 @@
 package ipc
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"math/big"
@@ -177,13 +178,18 @@ func TestIntoErrors(t *testing.T) {
 
 // mp marshals v with the reference msgpack library, to build frames this
 // package would never write.
+// mp encodes v with the reference msgpack library, maps with their keys
+// sorted (as EncodeValue writes them: a string-keyed map in another
+// order decodes as a Dict).
 func mp(t testing.TB, v any) []byte {
 	t.Helper()
-	b, err := msgpack.Marshal(v)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.SetSortMapKeys(true)
+	if err := enc.Encode(v); err != nil {
 		t.Fatal(err)
 	}
-	return b
+	return buf.Bytes()
 }
 
 func TestDecodeErrors(t *testing.T) {

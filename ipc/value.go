@@ -43,11 +43,11 @@ const (
 // not checked.
 type Set []any
 
-// Dict is a Python dict with at least one non-string key, as ordered
-// key/value pairs. A dict whose keys are all strings decodes as
-// map[string]any instead. Keys may be any value (ints, floats, None,
-// tuples as []any, frozensets as Set, ...), which is why this is not a Go
-// map.
+// Dict is a Python dict as ordered key/value pairs: one with a key that is
+// not a string, or one whose order matters (a dict whose keys are all
+// strings, in ascending order, decodes as map[string]any instead). Keys
+// may be any value (ints, floats, None, tuples as []any, frozensets as
+// Set, ...), which is why this is not a Go map.
 type Dict []Pair
 
 // Pair is one entry of a Dict.
@@ -64,9 +64,8 @@ type Pair struct {
 // Set, map[any]any, and by reflection other slices, arrays, maps and
 // pointers built from those. Maps are written in a deterministic order
 // (string-keyed maps sorted by key, other maps by encoded key), so equal
-// values encode to equal bytes; a Dict keeps its order unless all its keys
-// are strings, in which case it is written like the map[string]any it will
-// decode as.
+// values encode to equal bytes; a Dict keeps its order (a Python dict
+// built from JSON keeps its members' order), and must not repeat a key.
 // Anything else fails with ErrUnsupportedValue; nesting beyond MaxDepth
 // (including cycles) fails with ErrTooDeep; output larger than
 // MaxFrameSize fails with ErrFrameTooLarge.
@@ -103,8 +102,10 @@ func EncodeStagedValue(v any) ([]byte, error) {
 //	string                       str
 //	[]byte                       bytes, bytearray
 //	[]any                        list, tuple
-//	map[string]any               dict whose keys are all strings
-//	Dict                         dict with some non-string key
+//	map[string]any               dict whose keys are all strings, written
+//	                             in ascending order (as EncodeValue
+//	                             writes a map[string]any)
+//	Dict                         any other dict, in the order written
 //	Set                          set, frozenset
 //
 // Errors wrap ErrMalformed: trailing bytes, unknown extension types,
@@ -267,24 +268,17 @@ func (w *writer) stringMap(m map[string]any, depth int) error {
 	return nil
 }
 
-// dict appends d in its own order, unless all its keys are strings: such a
-// Dict decodes as map[string]any, so it is written exactly like that map
-// (sorted, and it must not repeat a key).
+// dict appends d in its own order. A Dict must not repeat a string key
+// (a map[string]any, which it may decode as, cannot).
 func (w *writer) dict(d Dict, depth int) error {
-	m := make(map[string]any, len(d))
+	seen := make(map[string]struct{}, len(d))
 	for _, p := range d {
-		k, ok := p.Key.(string)
-		if !ok {
-			m = nil
-			break
+		if k, ok := p.Key.(string); ok {
+			if _, dup := seen[k]; dup {
+				return unsupportedf("duplicate dict key %q", k)
+			}
+			seen[k] = struct{}{}
 		}
-		if _, dup := m[k]; dup {
-			return unsupportedf("duplicate dict key %q", k)
-		}
-		m[k] = p.Value
-	}
-	if m != nil {
-		return w.stringMap(m, depth)
 	}
 	w.mapLen(len(d))
 	for _, p := range d {
@@ -420,15 +414,16 @@ func decodeElements(r *reader, n, depth int) ([]any, error) {
 	return s, nil
 }
 
-// decodeMap reads a map: map[string]any when every key is a string, else
-// Dict.
+// decodeMap reads a map: map[string]any when every key is a string and
+// the keys come in ascending order (as a map[string]any is written), else
+// Dict, which keeps the order written.
 func decodeMap(r *reader, depth int) (any, error) {
 	n, err := r.readMapLen()
 	if err != nil {
 		return nil, err
 	}
 	d := make(Dict, n) // n <= r.remaining()/2, checked by readMapLen
-	allStrings := true
+	allStrings, sorted := true, true
 	for i := range d {
 		if d[i].Key, err = decodeValue(r, depth+1); err != nil {
 			return nil, err
@@ -436,8 +431,12 @@ func decodeMap(r *reader, depth int) (any, error) {
 		if d[i].Value, err = decodeValue(r, depth+1); err != nil {
 			return nil, err
 		}
-		if _, ok := d[i].Key.(string); !ok {
+		k, ok := d[i].Key.(string)
+		if !ok {
 			allStrings = false
+		} else if sorted && i > 0 {
+			prev, _ := d[i-1].Key.(string)
+			sorted = prev < k
 		}
 	}
 	if !allStrings {
@@ -450,6 +449,9 @@ func decodeMap(r *reader, depth int) (any, error) {
 			return nil, malformedf("duplicate map key %q", k)
 		}
 		m[k] = p.Value
+	}
+	if !sorted {
+		return d, nil
 	}
 	return m, nil
 }

@@ -18,7 +18,11 @@ type Sandbox interface {
 	// Initialize makes value the Python global `context`: a string
 	// becomes a str, and any JSON-like Go value (maps with string keys,
 	// slices, numbers, bools, nil, and values encoding/json can marshal)
-	// becomes the matching Python object. It may be called again to
+	// becomes the matching Python object. A Go map's keys arrive sorted
+	// (a map has no order); a json.RawMessage, a struct or a value with
+	// its own MarshalJSON arrives with its members in their JSON order,
+	// as json.loads would give them, and so does a runtime.Dict. It may
+	// be called again to
 	// replace it. Large strings (hundreds of MB) are fine: they reach
 	// Python without being turned into Python source, and the sandbox
 	// keeps a reference to value, not a copy (rlm_query passes it to

@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"bytes"
 	"encoding"
 	"encoding/json"
 	"fmt"
@@ -9,6 +8,7 @@ import (
 	"math/big"
 	"reflect"
 
+	"github.com/rlm-sandbox/rlm-sandbox/internal/jsonvalue"
 	"github.com/rlm-sandbox/rlm-sandbox/runtime"
 )
 
@@ -21,7 +21,8 @@ const maxValueDepth = 200
 // are; json.Number becomes an int or a float; other slices, arrays and maps
 // with string keys are converted element by element; anything else that
 // encoding/json can marshal (structs, for example) is converted through its
-// JSON form.
+// JSON form, objects (struct fields among them) keeping their order as a
+// runtime.Dict.
 func pythonValue(v any) (any, error) {
 	return convertValue(v, 0)
 }
@@ -149,14 +150,14 @@ func convertValue(v any, depth int) (any, error) {
 	return fromJSON(b, depth)
 }
 
+// fromJSON decodes JSON text found at the given depth; objects keep the
+// order of their members (see jsonvalue.Decode).
 func fromJSON(b []byte, depth int) (any, error) {
-	var x any
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	if err := d.Decode(&x); err != nil {
+	x, err := jsonvalue.Decode(b, maxValueDepth-depth)
+	if err != nil {
 		return nil, fmt.Errorf("bad JSON: %w", err)
 	}
-	return convertValue(x, depth+1)
+	return x, nil
 }
 
 func uintValue(u uint64) any {

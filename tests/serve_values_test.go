@@ -47,3 +47,25 @@ func TestServeValueDepth(t *testing.T) {
 		t.Fatalf("exit status %d", code)
 	}
 }
+
+// TestServeJSONOrder: objects in create's context and set_variable's value
+// reach Python with their members in order, as json.loads gives them.
+func TestServeJSONOrder(t *testing.T) {
+	c := startServer(t)
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"create","params":{"context":{"query":"q","docs":[{"z":1,"a":2}],"query":"last"}}}`)
+	if r, _ := c.response(1, 2*time.Minute)["result"].(map[string]any); r == nil || r["sandbox"] != "s1" {
+		t.Fatal("create failed")
+	}
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"set_variable","params":{"sandbox":"s1","name":"v","value":{"b":1,"a":{"d":1,"c":2}}}}`)
+	if _, ok := c.response(2, time.Minute)["result"]; !ok {
+		t.Fatal("set_variable failed")
+	}
+	c.call(3, "execute", map[string]any{"sandbox": "s1", "code": "print(context)\nprint(v)"})
+	want := "{'query': 'last', 'docs': [{'z': 1, 'a': 2}]}\n{'b': 1, 'a': {'d': 1, 'c': 2}}\n"
+	if r, _ := c.response(3, time.Minute)["result"].(map[string]any); r == nil || r["stdout"] != want {
+		t.Fatalf("execute: %v, want stdout %q", r, want)
+	}
+	if code := c.wait(time.Minute); code != 0 {
+		t.Fatalf("exit status %d", code)
+	}
+}

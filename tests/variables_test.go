@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
 	"math/big"
 	"reflect"
 	"strings"
@@ -111,6 +112,39 @@ func TestSetVariable(t *testing.T) {
 		}
 		if err := sb.SetVariable(ctx, "bad", make(chan int)); err == nil {
 			t.Fatal("SetVariable of a channel: no error")
+		}
+	})
+}
+
+// TestJSONOrderReachesPython checks, in both modes, that objects passed
+// as JSON (json.RawMessage, structs) reach Python with their members in
+// order, as json.loads would give them, through Initialize and
+// SetVariable, and that a runtime.Dict of string keys keeps its order.
+func TestJSONOrderReachesPython(t *testing.T) {
+	type doc struct {
+		Title string   `json:"title"`
+		Body  string   `json:"body"`
+		Tags  []string `json:"tags"`
+	}
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "")
+		ctx := context.Background()
+		if err := sb.Initialize(ctx, json.RawMessage(`{"zeta": 1, "alpha": {"y": 2, "x": 3}, "mid": [{"b": 1, "a": 2}], "zeta": 4}`)); err != nil {
+			t.Fatal(err)
+		}
+		for name, v := range map[string]any{
+			"d":  doc{Title: "t", Body: "b", Tags: []string{"x"}},
+			"rd": runtime.Dict{{Key: "b", Value: int64(1)}, {Key: "a", Value: int64(2)}},
+		} {
+			if err := sb.SetVariable(ctx, name, v); err != nil {
+				t.Fatalf("SetVariable(%s): %v", name, err)
+			}
+		}
+		ce := exec(t, sb, "print(context)\nprint(d)\nprint(rd)")
+		want := "{'zeta': 4, 'alpha': {'y': 2, 'x': 3}, 'mid': [{'b': 1, 'a': 2}]}\n" +
+			"{'title': 't', 'body': 'b', 'tags': ['x']}\n{'b': 1, 'a': 2}\n"
+		if ce.Stdout != want {
+			t.Fatalf("stdout %q, want %q", ce.Stdout, want)
 		}
 	})
 }

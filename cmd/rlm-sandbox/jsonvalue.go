@@ -5,36 +5,28 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"math/big"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/rlm-sandbox/rlm-sandbox/internal/jsonvalue"
 	"github.com/rlm-sandbox/rlm-sandbox/runtime"
 )
 
 // parseJSON decodes one JSON value into the Go values Python's own types
 // come from: integers become int64 (or *big.Int beyond int64), other
-// numbers float64, objects map[string]any, arrays []any.
+// numbers float64, objects runtime.Dict (keeping their members' order,
+// as json.loads does), arrays []any.
 func parseJSON(data []byte) (any, error) {
 	if s, ok := plainString(data); ok { // a context: one string, often large
 		return s, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, errors.New("no JSON value")
-		}
-		return nil, err
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, errors.New("no JSON value")
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("more than one JSON value (at offset %d)", dec.InputOffset())
-	}
-	return fromJSON(v)
+	return jsonvalue.Decode(data, maxValueDepth)
 }
 
 // maxValueDepth is how many arrays and objects a value passed to Python
@@ -82,40 +74,6 @@ func checkJSONDepth(data []byte, max int) error {
 		}
 	}
 	return nil
-}
-
-// fromJSON converts the json.Number values of a decoded value.
-func fromJSON(v any) (any, error) {
-	switch x := v.(type) {
-	case json.Number:
-		s := string(x)
-		if !strings.ContainsAny(s, ".eE") {
-			if i, err := strconv.ParseInt(s, 10, 64); err == nil {
-				return i, nil
-			}
-			if b, ok := new(big.Int).SetString(s, 10); ok {
-				return b, nil
-			}
-		}
-		return strconv.ParseFloat(s, 64)
-	case []any:
-		for i, e := range x {
-			c, err := fromJSON(e)
-			if err != nil {
-				return nil, err
-			}
-			x[i] = c
-		}
-	case map[string]any:
-		for k, e := range x {
-			c, err := fromJSON(e)
-			if err != nil {
-				return nil, err
-			}
-			x[k] = c
-		}
-	}
-	return v, nil
 }
 
 // toJSON converts a value that came from Python (see

@@ -123,7 +123,8 @@ func TestJSONValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	big, _ := new(big.Int).SetString("123456789012345678901234567890", 10)
-	want := map[string]any{"i": int64(1), "big": big, "f": 1.5, "e": 1000.0, "a": []any{true, nil, "s"}}
+	want := runtime.Dict{{Key: "i", Value: int64(1)}, {Key: "big", Value: big}, {Key: "f", Value: 1.5}, {Key: "e", Value: 1000.0},
+		{Key: "a", Value: []any{true, nil, "s"}}}
 	if !reflect.DeepEqual(v, want) {
 		t.Fatalf("%#v", v)
 	}
