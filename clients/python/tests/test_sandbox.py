@@ -29,6 +29,7 @@ class SandboxTest(unittest.TestCase):
                 "      context['flag'] is True, context['none'] is None, context['nested']['k'][0])"
             )
             self.assertEqual(r.stdout, "[1, 2, 3] %d float True True v\n" % (2**70 + 1))
+            self.assertEqual(sb.execute("print(list(context))").stdout, repr(list(value)) + "\n")  # in order
             self.assertEqual(sb.get_variable("context"), value)
         for ctx in ([1, "two", 3.0], 42, None):
             with self.subTest(context=ctx), Sandbox(ctx, binary=BIN) as sb:
@@ -121,6 +122,9 @@ class SandboxTest(unittest.TestCase):
             self.assertIsNone(sb.get_variable("answer"))
             # The late answer is dropped and the sandbox goes on.
             self.assertEqual(sb.execute("print(1 + 1)").stdout, "2\n")
+            # A cancel for a call answered already (a race) is not kept.
+            sb.client._dispatch({"jsonrpc": "2.0", "method": "cancel_request", "params": {"id": "answered"}})
+            self.assertEqual((sb.client._answering, sb.client._canceled_bridge), (set(), set()))
 
     def test_cancel_when_idle_is_a_no_op(self):
         with Sandbox(binary=BIN) as sb:

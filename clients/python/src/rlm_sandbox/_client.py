@@ -261,7 +261,8 @@ class Client:
         self._pending: dict[int, _Pending] = {}
         self._routes: dict[str, _Route] = {}
         self._exec_routes: dict[int, _Route] = {}  # executes not answered yet
-        self._canceled_bridge: set[str] = set()
+        self._answering: set[Any] = set()  # bridge requests being answered
+        self._canceled_bridge: set[Any] = set()  # ... of which the server canceled these
         self._closed = False
         self._gone: ServerClosed | None = None
         self._close_timeout = close_timeout
@@ -492,6 +493,8 @@ class Client:
             return
         params = message.get("params") or {}
         if "id" in message:  # a bridge request: answer it on its own thread
+            with self._lock:
+                self._answering.add(message["id"])
             threading.Thread(
                 target=self._answer, args=(message["id"], method, params), name="rlm-sandbox-bridge", daemon=True
             ).start()
@@ -509,7 +512,8 @@ class Client:
                     pass
         elif method == "cancel_request":
             with self._lock:
-                self._canceled_bridge.add(params.get("id"))
+                if params.get("id") in self._answering:  # else answered already
+                    self._canceled_bridge.add(params.get("id"))
 
     def _answer(self, request_id: Any, method: str, params: dict) -> None:
         sandbox_id = params.get("sandbox")
@@ -533,6 +537,7 @@ class Client:
         except BaseException as e:  # raised in the sandbox as BridgeError
             reply = {"jsonrpc": "2.0", "id": request_id, "error": {"code": 1, "message": "%s: %s" % (type(e).__name__, e)}}
         with self._lock:
+            self._answering.discard(request_id)
             if request_id in self._canceled_bridge:
                 self._canceled_bridge.discard(request_id)
                 return  # the execution that asked is gone
