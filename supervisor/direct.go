@@ -165,6 +165,9 @@ func (d *direct) underRun(ctx context.Context, what string, f func() error) erro
 	if why != nil {
 		d.intr.Swap(0) // a stop that came after f returned left the interrupt pending
 	}
+	if killed {
+		d.markStubborn() // the kill may still be on its way
+	}
 	switch {
 	case killed:
 		return fmt.Errorf("supervisor: %s: %w (the sandbox's code ignored KeyboardInterrupt and was killed; the sandbox is dead: %w)", what, why, d.usable())
@@ -222,6 +225,7 @@ func (d *direct) execute(ctx context.Context, code string, interactive bool) (*C
 		ce.Error, ce.ErrorType, ce.Traceback = res.Error.Error(), res.Error.Type, res.Error.Traceback
 	}
 	if killed {
+		d.markStubborn() // the kill may still be on its way (the code returned as the grace period ended)
 		return ce, fmt.Errorf("%w (the code ignored KeyboardInterrupt and was killed; the sandbox is dead: %w)", why, d.usable())
 	}
 	if err != nil {
@@ -240,8 +244,13 @@ func (d *direct) interrupt() { d.intr.Store(runtime.SIGINT) }
 // kill ends an interpreter whose code ignored the interrupt.
 func (d *direct) kill() {
 	d.cfg.Logger.Warn("code ignored the interrupt; killing the interpreter", "grace", d.cfg.GracePeriod)
-	d.markDead(fmt.Errorf("%w: killed after ignoring the interrupt for %v", ErrDead, d.cfg.GracePeriod))
+	d.markStubborn()
 	d.in.Close()
+}
+
+// markStubborn marks the sandbox dead for code that ignored the interrupt.
+func (d *direct) markStubborn() {
+	d.markDead(fmt.Errorf("%w: killed after ignoring the interrupt for %v", ErrDead, d.cfg.GracePeriod))
 }
 
 func (d *direct) IsComplete(ctx context.Context, source string) (bool, error) {

@@ -651,6 +651,11 @@ func (s *workerSandbox) runRequest(r *run, kind ipc.Kind, body any, streams *exe
 	clear(s.asked) // late answers of abandoned calls are not sent
 	s.mu.Unlock()
 	o.why, o.killed = r.end()
+	if o.killed {
+		// The kill may still be on its way (the reply came as the grace
+		// period ended): the sandbox is dead all the same.
+		s.markStubborn()
+	}
 	if o.why != nil && o.got {
 		// A stop that came after the code returned left the interrupt
 		// pending: it must not hit the next request.
@@ -778,8 +783,13 @@ func (s *workerSandbox) answered(id uint64) bool {
 // killStubborn ends a worker whose code ignored the interrupt.
 func (s *workerSandbox) killStubborn() {
 	s.cfg.Logger.Warn("code ignored the interrupt; killing the worker", "pid", s.info.PID, "grace", s.cfg.GracePeriod)
-	s.markDead(workerDead(fmt.Sprintf("killed after ignoring the interrupt for %v", s.cfg.GracePeriod)))
+	s.markStubborn()
 	s.kill()
+}
+
+// markStubborn marks the sandbox dead for code that ignored the interrupt.
+func (s *workerSandbox) markStubborn() {
+	s.markDead(workerDead(fmt.Sprintf("killed after ignoring the interrupt for %v", s.cfg.GracePeriod)))
 }
 
 func (s *workerSandbox) execution(code string, st *execStreams, r *run, res *ipc.Result) *CodeExecution {

@@ -155,6 +155,45 @@ while True:
 	})
 }
 
+// Code that ignores the interrupt but ends on its own as the grace period
+// runs out, before or after the kill: whatever the moment, an error that
+// says the sandbox is dead matches ErrDead, and one that does not is a
+// plain timeout of a sandbox that lives on. The code's end is swept across
+// the end of the grace period (a reply that came just as the kill began
+// used to give "the sandbox is dead: %!w(<nil>)", matching nothing).
+func TestStubbornCodeEndingAsTheGraceEnds(t *testing.T) {
+	const timeout, grace = 100 * time.Millisecond, 100 * time.Millisecond
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{Timeout: timeout, GracePeriod: grace}, "")
+		ctx := context.Background()
+		killed := 0
+		for i := range 16 {
+			run := timeout + grace - 40*time.Millisecond + time.Duration(i)*5*time.Millisecond
+			exec(t, sb, "import signal, time\nsignal.signal(signal.SIGINT, lambda *a: None)")
+			code := fmt.Sprintf("end = time.perf_counter() + %g\nwhile time.perf_counter() < end:\n    pass", run.Seconds())
+			_, err := sb.Execute(ctx, code)
+			if !errors.Is(err, supervisor.ErrTimeout) {
+				t.Fatalf("run %v: err = %v, want ErrTimeout", run, err)
+			}
+			_, next := sb.Execute(ctx, "pass")
+			if dead := errors.Is(next, supervisor.ErrDead); dead != errors.Is(err, supervisor.ErrDead) {
+				t.Fatalf("run %v: err = %v (matches ErrDead: %v), but the next Execute gave %v", run, err, !dead, next)
+			} else if dead {
+				killed++
+				if err := sb.Restart(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if err := sb.Initialize(ctx, ""); err != nil {
+					t.Fatal(err)
+				}
+			} else if next != nil {
+				t.Fatalf("run %v: next Execute: %v", run, next)
+			}
+		}
+		t.Logf("%d of 16 runs killed", killed)
+	})
+}
+
 // Cancels that follow each other as fast as the sandbox allows all take
 // effect: every execution returns ErrCanceled, the next one is not hit by
 // a stale interrupt, and the sandbox keeps its state. Half of them are Cancel once the code has printed (it is then
