@@ -174,20 +174,7 @@ def _rlm_boot():
         return c
 
     def tb_text(e):
-        import linecache, traceback
-        # The source of the cells this traceback shows, not of every cell
-        # run so far.
-        try:
-            for x in linked(e, lambda x: x.exceptions if isinstance(x, BaseExceptionGroup) else ()):
-                t = x.__traceback__
-                while t is not None:
-                    name = t.tb_frame.f_code.co_filename
-                    src = sources.get(name)
-                    if src is not None and name not in linecache.cache:
-                        linecache.cache[name] = (len(src), None, src.splitlines(True), name)
-                    t = t.tb_next
-        except Exception:
-            pass  # a group whose exceptions are not a sequence: its lines go
+        import traceback
         tb = e.__traceback__
         skip = {run.__code__, execute.__code__, run_interactive.__code__}
         if "ast" in sys.modules:
@@ -260,10 +247,30 @@ def _rlm_boot():
         if last is not None:
             exec(compile(last, name, "single", dont_inherit=True), g)
 
+    # An exception's message and traceback go to the host at most this
+    # many characters long, their middle cut as the host cuts output (a
+    # KeyError on a 100 MB key must not make a reply too large to send).
+    text_cap = 1 << 20
+
+    def capped(s):
+        if len(s) <= text_cap:
+            return s
+        h = text_cap // 2
+        return "%s\n[... %d characters omitted ...]\n%s" % (s[:h], len(s) - text_cap, s[h - text_cap:])
+
+    third_party = "the rlm-sandbox has Python's standard library only: no third-party packages, and none can be installed"
+
     def raised(e):
         # The reply of a cell that raised e.
         flush()
-        return (1, type(e).__name__, message(e), tb_text(e))
+        if isinstance(e, ModuleNotFoundError) and isinstance(e.name, str):
+            if e.name.partition(".")[0] not in sys.stdlib_module_names:
+                try:
+                    if third_party not in getattr(e, "__notes__", ()):
+                        e.add_note(third_party)
+                except Exception:
+                    pass
+        return (1, type(e).__name__, capped(message(e)), capped(tb_text(e)))
 
     def fail(e):
         # The host ran a cell itself and it raised e: reply as execute
@@ -271,7 +278,7 @@ def _rlm_boot():
         try:
             r = raised(e)
         except BaseException as e2:
-            r = (2, type(e2).__name__, message(e2))
+            r = (2, type(e2).__name__, capped(message(e2)))
         send(r)
 
     def plain(v, depth, seen):
@@ -333,7 +340,7 @@ def _rlm_boot():
             r = serve(recv())
         except BaseException as e:
             flush()
-            r = (2, type(e).__name__, message(e))
+            r = (2, type(e).__name__, capped(message(e)))
         send(r)
 
     def set_context(v):
@@ -469,6 +476,35 @@ def _rlm_boot():
         # Modules RLM code imports first thing (re is already in).
         import json, collections
 
+    # The cells' lines are in linecache as soon as something asks for
+    # them, as a file's are: tracebacks (the sandbox's and the code's own,
+    # traceback.format_exc, logging, warnings) show them, and
+    # inspect.getsource finds a function defined in an earlier cell. An
+    # entry is made from sources when first looked up, not per cell.
+    import linecache
+
+    class Lines(dict):
+        __slots__ = ()
+
+        def __contains__(self, name):
+            if dict.__contains__(self, name):
+                return True
+            src = sources.get(name) if type(name) is str else None
+            if src is None:
+                return False
+            self[name] = (len(src), None, src.splitlines(True), name)
+            return True
+
+        def __missing__(self, name):
+            if self.__contains__(name):
+                return dict.__getitem__(self, name)
+            raise KeyError(name)
+
+        def get(self, name, default=None):
+            return self[name] if self.__contains__(name) else default
+
+    linecache.cache = Lines(linecache.cache)
+
     warm()
 
     # time.sleep busy-waits in Emscripten's libc: route it through poll(),
@@ -505,6 +541,8 @@ def _rlm_boot():
         "pyodide": "the pyodide package needs a JavaScript engine, which the rlm-sandbox does not have",
         "_ctypes": "ctypes (calling C through libffi and dlopen) is not supported in the rlm-sandbox",
         "micropip": "installing packages is not supported in the rlm-sandbox (no network)",
+        "_multiprocessing": "there are no other processes in the rlm-sandbox; to run llm_query calls "
+        "concurrently use llm_query_batched(prompts)",
     }
 
     class Refuse:
@@ -516,6 +554,36 @@ def _rlm_boot():
             return None
 
     sys.meta_path.insert(0, Refuse)
+
+    # There are no threads (Pyodide's CPython is built without them): the
+    # error says so, and what to use for concurrent llm_query calls.
+    import _thread
+
+    def no_threads(start):
+        def wrapper(*args, **kwargs):
+            try:
+                return start(*args, **kwargs)
+            except RuntimeError as e:
+                raise RuntimeError(
+                    "%s: the rlm-sandbox runs Python without threads; to run llm_query calls "
+                    "concurrently use llm_query_batched(prompts) (rlm_query_batched for rlm_query)" % e
+                ) from None
+
+        wrapper.__name__ = start.__name__
+        wrapper.__qualname__ = start.__qualname__
+        wrapper.__doc__ = start.__doc__
+        wrapper.__module__ = "_thread"
+        return wrapper
+
+    for name in ("start_new_thread", "start_new", "start_joinable_thread"):
+        if hasattr(_thread, name):
+            setattr(_thread, name, no_threads(getattr(_thread, name)))
+    if "threading" in sys.modules:
+        sys.modules["threading"]._start_joinable_thread = _thread.start_joinable_thread
+
+    # breakpoint() does nothing, as with PYTHONBREAKPOINT=0: there is no
+    # console for a debugger (pdb would read end of file and exit).
+    os.environ["PYTHONBREAKPOINT"] = "0"
 
     # The host's output streams are not terminals.
     os.environ.pop("PYTHONSTARTUP", None)

@@ -100,7 +100,10 @@ type Config struct {
 	// an Execute returns. Longer output keeps its first and last
 	// MaxOutputLength/2 characters around a notice saying how many were
 	// omitted, and costs bounded memory however much the code prints.
-	// Default: DefaultMaxOutputLength (50,000). Negative: no limit.
+	// An exception's message and traceback are cut the same way (and
+	// never reach the host longer than 1,048,576 characters each, whatever
+	// the limit). Default: DefaultMaxOutputLength (50,000). Negative: no
+	// limit.
 	MaxOutputLength int
 	// UseWorker chooses worker or direct mode. Default: WorkerAuto.
 	UseWorker WorkerMode

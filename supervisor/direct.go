@@ -222,7 +222,7 @@ func (d *direct) execute(ctx context.Context, code string, interactive bool) (*C
 	ce.Stdout, ce.Stderr = stdout.String(), stderr.String()
 	ce.Truncated = stdout.truncated() || stderr.truncated()
 	if res != nil && res.Error != nil {
-		ce.Error, ce.ErrorType, ce.Traceback = res.Error.Error(), res.Error.Type, res.Error.Traceback
+		ce.setError(res.Error.Error(), res.Error.Type, res.Error.Traceback, d.cfg.MaxOutputLength)
 	}
 	if killed {
 		d.markStubborn() // the kill may still be on its way (the code returned as the grace period ended)

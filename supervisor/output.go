@@ -21,6 +21,32 @@ func truncationNotice(omitted int) string {
 	return fmt.Sprintf("\n[... %d characters omitted ...]\n", omitted)
 }
 
+// capText is s cut to max characters as output is (its first max/2 and
+// last characters around a truncation notice), for an exception's message
+// and traceback; cut reports whether it was. A negative max keeps s whole.
+func capText(s string, max int) (_ string, cut bool) {
+	if max < 0 || len(s) <= max {
+		return s, false
+	}
+	n := utf8.RuneCountInString(s)
+	if n <= max {
+		return s, false
+	}
+	head := max / 2
+	tail := max - head
+	h := 0 // byte offset of the end of the head
+	for range head {
+		_, size := utf8.DecodeRuneInString(s[h:])
+		h += size
+	}
+	t := len(s) // byte offset of the start of the tail
+	for range tail {
+		_, size := utf8.DecodeLastRuneInString(s[:t])
+		t -= size
+	}
+	return s[:h] + truncationNotice(n-max) + s[t:], true
+}
+
 // outputCollector gathers one stream of an execution in bounded memory: the
 // first head and the last tail characters (all of it when max is
 // negative), the count of the characters in between, and hands complete

@@ -199,3 +199,24 @@ func TestLongLinesInPieces(t *testing.T) {
 		}
 	}
 }
+
+func TestCapText(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		max  int
+		want string
+		cut  bool
+	}{
+		{"short", 10, "short", false},
+		{"exactly10!", 10, "exactly10!", false},
+		{"ééééé", 5, "ééééé", false}, // 10 bytes, 5 characters
+		{"abcdefghijkl", 5, "ab" + truncationNotice(7) + "jkl", true},
+		{"éàüöñçøåßœ", 4, "éà" + truncationNotice(6) + "ßœ", true},
+		{"anything", -1, "anything", false},
+	} {
+		got, cut := capText(c.s, c.max)
+		if got != c.want || cut != c.cut {
+			t.Errorf("capText(%q, %d) = %q, %v; want %q, %v", c.s, c.max, got, cut, c.want, c.cut)
+		}
+	}
+}

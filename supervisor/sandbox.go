@@ -124,10 +124,12 @@ type CodeExecution struct {
 	Stdout string
 	Stderr string
 	// Error is "Type: message" of the exception the code raised, or "".
+	// Like Stdout, it is cut to MaxOutputLength characters.
 	Error string
 	// ErrorType is the exception's class name, e.g. "ZeroDivisionError".
 	ErrorType string
-	// Traceback is the formatted traceback, without colour codes.
+	// Traceback is the formatted traceback, without colour codes, cut to
+	// MaxOutputLength characters.
 	Traceback string
 	// Duration is the wall time of the execution.
 	Duration time.Duration
@@ -138,6 +140,17 @@ type CodeExecution struct {
 	// BridgeCalls counts the host callbacks Python made (each item of a
 	// batched call counts).
 	BridgeCalls int
-	// Truncated is true when Stdout or Stderr was cut to MaxOutputLength.
+	// Truncated is true when Stdout, Stderr, Error or Traceback was cut to
+	// MaxOutputLength.
 	Truncated bool
+}
+
+// setError sets the exception the code raised, its message and traceback
+// cut to max characters as output is.
+func (ce *CodeExecution) setError(msg, typ, tb string, max int) {
+	var cutMsg, cutTB bool
+	ce.Error, cutMsg = capText(msg, max)
+	ce.ErrorType = typ
+	ce.Traceback, cutTB = capText(tb, max)
+	ce.Truncated = ce.Truncated || cutMsg || cutTB
 }

@@ -798,7 +798,7 @@ func (s *workerSandbox) execution(code string, st *execStreams, r *run, res *ipc
 	ce.Truncated = st.stdout.truncated() || st.stderr.truncated()
 	ce.BridgeCalls = int(r.calls.Load())
 	if res != nil {
-		ce.Error, ce.ErrorType, ce.Traceback = res.Error, res.ErrorType, res.Traceback
+		ce.setError(res.Error, res.ErrorType, res.Traceback, s.cfg.MaxOutputLength)
 	}
 	return ce
 }

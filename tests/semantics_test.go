@@ -1,0 +1,117 @@
+package tests
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
+)
+
+// TestWhatTheSandboxLacksSaysSo checks the errors of what Pyodide's
+// CPython cannot do, as agents' code meets them: threads (the usual way to
+// run llm_query calls concurrently) and multiprocessing name
+// llm_query_batched, a third-party import says the sandbox has the
+// standard library only, and breakpoint() does nothing; the sandbox
+// stays usable after each.
+func TestWhatTheSandboxLacksSaysSo(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "")
+		for _, c := range []struct {
+			code, typ string
+			has       []string // in Error
+			tbHas     string   // in Traceback
+		}{
+			{"from concurrent.futures import ThreadPoolExecutor\nwith ThreadPoolExecutor(4) as ex:\n    list(ex.map(llm_query, ['a', 'b']))",
+				"RuntimeError", []string{"can't start new thread", "without threads", "llm_query_batched(prompts)"}, ""},
+			{"import threading\nthreading.Thread(target=print).start()",
+				"RuntimeError", []string{"without threads", "llm_query_batched"}, ""},
+			{"import _thread\n_thread.start_new_thread(print, ())",
+				"RuntimeError", []string{"without threads"}, ""},
+			{"import multiprocessing\nmultiprocessing.Pool(2)",
+				"ImportError", []string{"no other processes", "llm_query_batched"}, ""},
+			{"import numpy", "ModuleNotFoundError", []string{"No module named 'numpy'"}, "standard library only"},
+		} {
+			ce := exec(t, sb, c.code)
+			if ce.ErrorType != c.typ {
+				t.Errorf("%q: %s (%s), want %s", c.code, ce.ErrorType, ce.Error, c.typ)
+				continue
+			}
+			for _, h := range c.has {
+				if !strings.Contains(ce.Error, h) {
+					t.Errorf("%q: error %q lacks %q", c.code, ce.Error, h)
+				}
+			}
+			if !strings.Contains(ce.Traceback, c.tbHas) {
+				t.Errorf("%q: traceback %q lacks %q", c.code, ce.Traceback, c.tbHas)
+			}
+		}
+		// A standard module Pyodide lacks gets no such note.
+		if ce := exec(t, sb, "import _tkinter"); ce.ErrorType != "ModuleNotFoundError" || strings.Contains(ce.Traceback, "standard library only") {
+			t.Errorf("the note went to a module that is not third-party? %q", ce.Traceback)
+		}
+		if ce := exec(t, sb, "import json\nbreakpoint()\nprint('on')"); ce.Error != "" || ce.Stdout != "on\n" {
+			t.Errorf("breakpoint(): %+v", ce)
+		}
+	})
+}
+
+// TestCellSourcesForTheCodeItself checks that the cells' lines are where
+// CPython keeps a file's, for the code's own use: traceback.format_exc
+// and inspect.getsource on a function of an earlier cell, and a warning's
+// source line.
+func TestCellSourcesForTheCodeItself(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "")
+		exec(t, sb, "def f(x):\n    return x + 1  # the line")
+		ce := exec(t, sb, "import inspect, traceback, warnings\n"+
+			"print(inspect.getsource(f).rstrip())\n"+
+			"try:\n    f(None)\nexcept TypeError:\n    print(traceback.format_exc())\n"+
+			"warnings.warn('careful')  # warned here")
+		for _, want := range []string{
+			"def f(x):\n    return x + 1  # the line\n", // getsource
+			"    f(None)\n",                  // format_exc, this cell
+			"    return x + 1  # the line\n", // format_exc, the earlier cell
+		} {
+			if !strings.Contains(ce.Stdout, want) {
+				t.Errorf("stdout lacks %q:\n%s", want, ce.Stdout)
+			}
+		}
+		if !strings.Contains(ce.Stderr, "UserWarning: careful\n  warnings.warn('careful')  # warned here\n") {
+			t.Errorf("the warning lacks its source line: %q", ce.Stderr)
+		}
+	})
+}
+
+// TestLongExceptionsAreCut checks that an exception's message and
+// traceback are cut to MaxOutputLength as output is, and that one too long
+// for a reply (70 MB: a worker's frames hold 64 MiB) leaves the sandbox
+// alive: it used to kill the worker.
+func TestLongExceptionsAreCut(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{MaxOutputLength: 1000}, "")
+		ce := exec(t, sb, "d = {}\nd['é' * 3000]")
+		if ce.ErrorType != "KeyError" || !ce.Truncated {
+			t.Fatalf("%s, truncated %v", ce.ErrorType, ce.Truncated)
+		}
+		for what, text := range map[string]string{"Error": ce.Error, "Traceback": ce.Traceback} {
+			if n := utf8.RuneCountInString(text); n > 1000+len("\n[... 9999 characters omitted ...]\n") || !strings.Contains(text, " characters omitted ...]") {
+				t.Errorf("%s: %d characters: %.200q", what, n, text)
+			}
+		}
+		if !strings.HasPrefix(ce.Traceback, "Traceback (most recent call last):") || !strings.HasSuffix(ce.Error, "éé'") {
+			t.Errorf("the head or the tail went: %.100q ... %.100q", ce.Traceback, ce.Error[len(ce.Error)-20:])
+		}
+		if m.name != "worker" {
+			return
+		}
+		sb = newSandbox(t, m, supervisor.Config{MaxOutputLength: -1}, "")
+		ce = exec(t, sb, "raise ValueError('y' * 70_000_000)")
+		if ce.ErrorType != "ValueError" || len(ce.Error) > 1<<20+100 || !strings.Contains(ce.Error, " characters omitted ...]") {
+			t.Fatalf("%s, truncated %v, %d bytes", ce.ErrorType, ce.Truncated, len(ce.Error))
+		}
+		if ce := exec(t, sb, "print('alive')"); ce.Stdout != "alive\n" {
+			t.Fatalf("after: %+v", ce)
+		}
+	})
+}
