@@ -115,3 +115,21 @@ func TestLongExceptionsAreCut(t *testing.T) {
 		}
 	})
 }
+
+// TestStandardStreamsAreNotTerminals checks that the code sees its
+// standard streams as CPython sees pipes, as Pyodide's are by default:
+// isatty() is false, and input() writes its prompt to stdout and raises
+// EOFError with CPython's message (it wrote the prompt to stderr, as for
+// a terminal, and raised a bare EOFError).
+func TestStandardStreamsAreNotTerminals(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "")
+		ce := exec(t, sb, "import os, sys\nprint([f.isatty() for f in (sys.stdin, sys.stdout, sys.stderr)], [os.isatty(i) for i in range(3)])\ninput('name? ')")
+		if ce.Stdout != "[False, False, False] [False, False, False]\nname? " || ce.Stderr != "" {
+			t.Errorf("stdout %q, stderr %q", ce.Stdout, ce.Stderr)
+		}
+		if ce.Error != "EOFError: EOF when reading a line" {
+			t.Errorf("error %q", ce.Error)
+		}
+	})
+}

@@ -147,7 +147,12 @@ func (h *Host) fdFdstatGet(_ context.Context, mod api.Module, stack []uint64) {
 	case vfs.S_IFLNK:
 		typ = 7
 	case vfs.S_IFCHR:
-		typ = 2
+		// No device here is a terminal (the standard streams go to the
+		// host's pipes and buffers). A character device is one to
+		// Emscripten's isatty, so they are reported as Emscripten reports
+		// its devices that are not terminals: as regular files. (Pyodide
+		// makes its standard streams such devices too, by default.)
+		typ = 4
 	case vfs.S_IFSOCK:
 		typ = 6
 	}
