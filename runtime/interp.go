@@ -171,6 +171,17 @@ var ErrClosed = errors.New("runtime: interpreter closed")
 // feature; it wraps the cause.
 var ErrDead = errors.New("runtime: interpreter is no longer usable")
 
+// errStackOverflow is the trap of guest code that ran out of native
+// stack: wazero grows a call's stack up to 400 MB. CPython bounds the
+// recursion it knows of by the depth of Emscripten's stack in linear
+// memory, which C functions that keep their locals in wasm locals do not
+// move: freeing a chain of some 500,000 nested objects at once recurses
+// in C past wazero's limit (native CPython's "trashcan" defers such
+// frees by the depth of the machine stack).
+var errStackOverflow = errors.New("the interpreter's native stack overflowed (400 MB), and the interpreter stopped where it was: " +
+	"a recursion in C that CPython does not bound here, such as freeing a chain of hundreds of thousands of nested objects at once, " +
+	"or a recursion limit raised past about 400,000")
+
 // New compiles Pyodide (once per process, from the on-disk cache when warm),
 // instantiates a fresh interpreter and boots CPython.
 func New(ctx context.Context, cfg Config) (*Interpreter, error) {
@@ -557,6 +568,8 @@ func (in *Interpreter) call(ctx context.Context, f api.Function, args ...uint64)
 				err = exit
 			} else if errors.As(err, &abort) {
 				err = abort
+			} else if msg := err.Error(); msg == "stack overflow" || strings.HasPrefix(msg, "wasm error: stack overflow") {
+				err = errStackOverflow
 			}
 			in.deadErr = fmt.Errorf("%w: %w", ErrDead, err)
 			err = in.deadErr

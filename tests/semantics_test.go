@@ -1,6 +1,8 @@
 package tests
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -130,6 +132,30 @@ func TestStandardStreamsAreNotTerminals(t *testing.T) {
 		}
 		if ce.Error != "EOFError: EOF when reading a line" {
 			t.Errorf("error %q", ce.Error)
+		}
+	})
+}
+
+// TestNativeStackOverflow checks what happens when freeing a chain of a
+// million nested lists recurses in C past wazero's 400 MB stack (native
+// CPython defers such frees; here CPython cannot see that stack): the
+// sandbox is dead, the error says why, and Restart brings it back.
+func TestNativeStackOverflow(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "")
+		ctx := context.Background()
+		_, err := sb.Execute(ctx, "x = []\nfor i in range(10**6):\n    x = [x]\ndel x")
+		if !errors.Is(err, supervisor.ErrDead) || !strings.Contains(err.Error(), "native stack overflowed") {
+			t.Fatalf("err = %v, want ErrDead saying the native stack overflowed", err)
+		}
+		if err := sb.Restart(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := sb.Initialize(ctx, ""); err != nil {
+			t.Fatal(err)
+		}
+		if ce := exec(t, sb, "print('back')"); ce.Stdout != "back\n" {
+			t.Fatalf("after Restart: %+v", ce)
 		}
 	})
 }

@@ -140,6 +140,10 @@ func hint(err error) string {
 		return "build rlm-worker (`make build`) and keep it next to rlm-sandbox or on $PATH, " +
 			"set RLM_WORKER to its path, or run in-process with --direct"
 	case kindWorkerExited, kindDead:
+		if strings.Contains(err.Error(), "native stack overflowed") {
+			return "the sandbox's interpreter is gone and everything it held with it; the same code fails the same way: " +
+				"let go of very deep structures a level at a time, and keep sys.setrecursionlimit well below 400,000"
+		}
 		return "the sandbox's interpreter is gone and everything it held with it; run the code again " +
 			"(with --direct if rlm-worker keeps failing)"
 	case kindTimeout:
