@@ -157,7 +157,7 @@ func (d *direct) GetVariable(ctx context.Context, name string) (any, bool, error
 // time limit interrupt it, and an interpreter that ignores the interrupt
 // is killed after GracePeriod.
 func (d *direct) underRun(ctx context.Context, what string, f func() error) error {
-	r := newRun(ctx, valueRunConfig(d.cfg), d.interrupt, d.kill)
+	r := newRun(ctx, valueRunConfig(d.cfg), d.runHooks())
 	d.running.Store(r)
 	err := f()
 	d.running.Store(nil)
@@ -170,7 +170,7 @@ func (d *direct) underRun(ctx context.Context, what string, f func() error) erro
 	}
 	switch {
 	case killed:
-		return fmt.Errorf("supervisor: %s: %w (the sandbox's code ignored KeyboardInterrupt and was killed; the sandbox is dead: %w)", what, why, d.usable())
+		return fmt.Errorf("supervisor: %s: %w (%s, and was killed; the sandbox is dead: %w)", what, why, r.killReason(), d.usable())
 	case err == nil:
 		return nil
 	case why != nil: // interrupted (the code may have turned the interrupt into another error)
@@ -197,7 +197,7 @@ func (d *direct) execute(ctx context.Context, code string, interactive bool) (*C
 	}
 	stdout := newCollector(d.cfg.MaxOutputLength, guardLine(d.cfg.Logger, "OnStdout", d.cfg.OnStdout), guardWriter(d.cfg.Logger, "Stdout", d.cfg.Stdout))
 	stderr := newCollector(d.cfg.MaxOutputLength, guardLine(d.cfg.Logger, "OnStderr", d.cfg.OnStderr), guardWriter(d.cfg.Logger, "Stderr", d.cfg.Stderr))
-	r := newRun(ctx, d.cfg, d.interrupt, d.kill)
+	r := newRun(ctx, d.cfg, d.runHooks())
 	d.running.Store(r)
 	// The interpreter runs under a context that is never cancelled: the
 	// run raises the interrupt itself, and cancels the bridge callbacks'
@@ -226,7 +226,7 @@ func (d *direct) execute(ctx context.Context, code string, interactive bool) (*C
 	}
 	if killed {
 		d.markStubborn() // the kill may still be on its way (the code returned as the grace period ended)
-		return ce, fmt.Errorf("%w (the code ignored KeyboardInterrupt and was killed; the sandbox is dead: %w)", why, d.usable())
+		return ce, fmt.Errorf("%w (%s, and was killed; the sandbox is dead: %w)", why, r.killReason(), d.usable())
 	}
 	if err != nil {
 		if errors.Is(err, runtime.ErrInterrupted) && why != nil {
@@ -240,6 +240,14 @@ func (d *direct) execute(ctx context.Context, code string, interactive bool) (*C
 
 // interrupt raises KeyboardInterrupt in the running code.
 func (d *direct) interrupt() { d.intr.Store(runtime.SIGINT) }
+
+// runHooks are how a run acts on the interpreter: code that ignores the
+// interrupt GracePeriod after taking it is killed; a call in C, which
+// nothing preempts here, is waited for (the interrupt is taken once it
+// returns).
+func (d *direct) runHooks() runHooks {
+	return runHooks{interrupt: d.interrupt, kill: d.kill, untaken: func() bool { return d.intr.Load() != 0 }, waitTaken: true}
+}
 
 // kill ends an interpreter whose code ignored the interrupt.
 func (d *direct) kill() {
@@ -321,6 +329,12 @@ func (d *direct) Destroy() error {
 	}
 	d.closed = true
 	d.mu.Unlock()
+	if d.running.Load() != nil {
+		// The code may be in a call in C, which nothing preempts here:
+		// the interpreter is closed when the call returns, not waited for.
+		go d.in.Close()
+		return nil
+	}
 	return d.in.Close()
 }
 

@@ -14,19 +14,19 @@ import (
 // for those events, so an execution that is not stopped costs no goroutine
 // and no hand-off between goroutines.
 type run struct {
-	interrupt func() // raises KeyboardInterrupt in the running code
-	kill      func() // ends an interpreter that ignored the interrupt
-	grace     time.Duration
-	clock     *pyClock
-	calls     atomic.Int64
-	start     time.Time // when the execution (and its clock) started
-	wall      *time.Timer
-	stopCtx   func() bool
+	runHooks
+	grace   time.Duration
+	clock   *pyClock
+	calls   atomic.Int64
+	start   time.Time // when the execution (and its clock) started
+	wall    *time.Timer
+	stopCtx func() bool
 
 	mu     sync.Mutex
 	why    error // why the execution was stopped, or nil
 	ended  bool
 	killed bool
+	inC    bool        // killed before the code took the interrupt
 	expiry *time.Timer // the grace period, once stopped
 	// ctx is the context of the bridge callbacks the code makes, made on
 	// the first call; it is cancelled when the execution is stopped or ends.
@@ -58,10 +58,23 @@ func valueRunConfig(cfg Config) Config {
 	return cfg
 }
 
-// newRun starts the clocks of an execution. interrupt and kill act on the
-// interpreter (see run).
-func newRun(ctx context.Context, cfg Config, interrupt, kill func()) *run {
-	r := &run{interrupt: interrupt, kill: kill, grace: cfg.GracePeriod}
+// runHooks are how a run acts on its interpreter.
+type runHooks struct {
+	interrupt func() // raises KeyboardInterrupt in the running code
+	kill      func() // ends an interpreter whose code did not return in time
+	// untaken reports whether the interrupt still waits for the code to
+	// take it: the code is in a long call in C, which takes interrupts
+	// only once it returns to Python.
+	untaken func() bool
+	// waitTaken says the kill acts only once the code takes the interrupt
+	// (direct mode, where nothing preempts a call in C): while it has not,
+	// the grace period starts again instead.
+	waitTaken bool
+}
+
+// newRun starts the clocks of an execution, whose interpreter h acts on.
+func newRun(ctx context.Context, cfg Config, h runHooks) *run {
+	r := &run{runHooks: h, grace: cfg.GracePeriod}
 	r.clock = newPyClock(cfg.Timeout, func() {
 		r.stop(fmt.Errorf("%w (ran Python for %v)", ErrTimeout, cfg.Timeout))
 	})
@@ -109,9 +122,25 @@ func (r *run) expire() {
 		r.mu.Unlock()
 		return
 	}
-	r.killed = true
+	inC := r.untaken != nil && r.untaken()
+	if inC && r.waitTaken {
+		r.expiry = time.AfterFunc(r.grace, r.expire)
+		r.mu.Unlock()
+		return
+	}
+	r.killed, r.inC = true, inC
 	r.mu.Unlock()
 	r.kill()
+}
+
+// killReason says why a run that was killed was: call it after end.
+func (r *run) killReason() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.inC {
+		return fmt.Sprintf("the code was still in a call in C %v after the interrupt, which it takes only once back in Python", r.grace)
+	}
+	return "the code ignored KeyboardInterrupt"
 }
 
 // bridgeCtx returns the context of the run's bridge callbacks.

@@ -601,13 +601,13 @@ func (s *workerSandbox) SetVariable(ctx context.Context, name string, value any)
 // and the time limit interrupt it, and a worker that ignores the
 // interrupt is killed after GracePeriod.
 func (s *workerSandbox) callRun(ctx context.Context, what string, kind ipc.Kind, body any) (ipc.Message, error) {
-	r := newRun(ctx, valueRunConfig(s.cfg), s.interrupt, s.killStubborn)
+	r := newRun(ctx, valueRunConfig(s.cfg), s.runHooks())
 	o := s.runRequest(r, kind, body, nil)
 	switch {
 	case o.err != nil:
 		return ipc.Message{}, o.err
 	case o.killed:
-		return ipc.Message{}, fmt.Errorf("supervisor: %s: %w (the sandbox's code ignored KeyboardInterrupt and the worker was killed; the sandbox is dead: %w)", what, o.why, s.deadErr())
+		return ipc.Message{}, fmt.Errorf("supervisor: %s: %w (%s, and the worker was killed; the sandbox is dead: %w)", what, o.why, r.killReason(), s.deadErr())
 	case !o.got && o.why != nil:
 		return ipc.Message{}, fmt.Errorf("supervisor: %s: %w: %w", what, o.why, s.deadErr())
 	case !o.got:
@@ -713,14 +713,14 @@ func (s *workerSandbox) execute(ctx context.Context, code string, interactive bo
 		stdout: newCollector(s.cfg.MaxOutputLength, guardLine(s.cfg.Logger, "OnStdout", s.cfg.OnStdout), guardWriter(s.cfg.Logger, "Stdout", s.cfg.Stdout)),
 		stderr: newCollector(s.cfg.MaxOutputLength, guardLine(s.cfg.Logger, "OnStderr", s.cfg.OnStderr), guardWriter(s.cfg.Logger, "Stderr", s.cfg.Stderr)),
 	}
-	r := newRun(ctx, s.cfg, s.interrupt, s.killStubborn)
+	r := newRun(ctx, s.cfg, s.runHooks())
 	o := s.runRequest(r, ipc.KindExecute, ipc.Execute{Code: code, Interactive: interactive}, streams)
 	m, got, why, killed := o.m, o.got, o.why, o.killed
 	if o.err != nil {
 		return nil, o.err
 	}
 	if killed {
-		return s.execution(code, streams, r, nil), fmt.Errorf("%w (the code ignored KeyboardInterrupt and the worker was killed; the sandbox is dead: %w)", why, s.deadErr())
+		return s.execution(code, streams, r, nil), fmt.Errorf("%w (%s, and the worker was killed; the sandbox is dead: %w)", why, r.killReason(), s.deadErr())
 	}
 	if !got {
 		ce := s.execution(code, streams, r, nil)
@@ -787,9 +787,16 @@ func (s *workerSandbox) killStubborn() {
 	s.kill()
 }
 
-// markStubborn marks the sandbox dead for code that ignored the interrupt.
+// runHooks are how a run acts on the worker: a code that has not
+// returned GracePeriod after the interrupt is killed, in Python or in C.
+func (s *workerSandbox) runHooks() runHooks {
+	return runHooks{interrupt: s.interrupt, kill: s.killStubborn, untaken: func() bool { return s.page.Load() != 0 }}
+}
+
+// markStubborn marks the sandbox dead for code that did not return after
+// the interrupt.
 func (s *workerSandbox) markStubborn() {
-	s.markDead(workerDead(fmt.Sprintf("killed after ignoring the interrupt for %v", s.cfg.GracePeriod)))
+	s.markDead(workerDead(fmt.Sprintf("killed %v after the interrupt", s.cfg.GracePeriod)))
 }
 
 func (s *workerSandbox) execution(code string, st *execStreams, r *run, res *ipc.Result) *CodeExecution {

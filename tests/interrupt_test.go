@@ -194,6 +194,76 @@ func TestStubbornCodeEndingAsTheGraceEnds(t *testing.T) {
 	})
 }
 
+// longCCall is a call in C that takes a second or two here, never
+// returns to Python meanwhile, so it takes no interrupt until it ends, and
+// calls nothing of the host's: list.sort of the ints longCCallSetup
+// shuffled.
+const (
+	longCCallSetup = "import random\nl = list(range(2 * 10**6))\nrandom.shuffle(l)"
+	longCCall      = "print('in C', flush=True)\nl.sort()\nprint('back')"
+)
+
+// inLongCCall starts longCCall in sb (set up by longCCallSetup) and
+// returns once it is in the call, with the channel its outcome comes on.
+func inLongCCall(t *testing.T, ctx context.Context, sb supervisor.Sandbox, w *lineWaiter) chan error {
+	t.Helper()
+	exec(t, sb, longCCallSetup)
+	done := make(chan error, 1)
+	go func() {
+		ce, err := sb.Execute(ctx, longCCall)
+		if err == nil || ce == nil || ce.Stdout != "in C\n" {
+			err = fmt.Errorf("execution %+v: %w", ce, err)
+		}
+		done <- err
+	}()
+	w.wait(t, "in C")
+	return done
+}
+
+// TestLongCallInC checks what an interrupt does to code in a long call in
+// C. A worker is killed GracePeriod after it, and the error says the code
+// was in C (not that it ignored KeyboardInterrupt). In direct mode nothing
+// can preempt the call: the interrupt is taken when it returns, the
+// sandbox lives on, and Destroy does not wait for the call.
+func TestLongCallInC(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		w := newLineWaiter()
+		sb := newSandbox(t, m, supervisor.Config{GracePeriod: 300 * time.Millisecond, OnStdout: w.onLine}, "")
+		ctx, cancel := context.WithCancel(context.Background())
+		done := inLongCCall(t, ctx, sb, w)
+		cancel()
+		err := <-done
+		if !errors.Is(err, supervisor.ErrCanceled) {
+			t.Fatalf("err = %v, want ErrCanceled", err)
+		}
+		if m.name == "worker" {
+			if !errors.Is(err, supervisor.ErrDead) || !strings.Contains(err.Error(), "still in a call in C") {
+				t.Fatalf("err = %v, want ErrDead, saying the code was in C", err)
+			}
+			return
+		}
+		if errors.Is(err, supervisor.ErrDead) {
+			t.Fatalf("err = %v: the sandbox was killed", err)
+		}
+		if ce := exec(t, sb, "print('alive', l[:3])"); ce.Stdout != "alive [0, 1, 2]\n" {
+			t.Fatalf("after: %+v", ce)
+		}
+
+		done = inLongCCall(t, context.Background(), sb, w)
+		if err := sb.Destroy(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("Destroy returned after the call in C it was to leave running (Execute: %v)", err)
+		default:
+		}
+		if err := <-done; !errors.Is(err, supervisor.ErrDestroyed) && !errors.Is(err, supervisor.ErrDead) {
+			t.Fatalf("Execute after Destroy: %v", err)
+		}
+	})
+}
+
 // Cancels that follow each other as fast as the sandbox allows all take
 // effect: every execution returns ErrCanceled, the next one is not hit by
 // a stale interrupt, and the sandbox keeps its state. Half of them are Cancel once the code has printed (it is then
