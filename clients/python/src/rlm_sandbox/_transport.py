@@ -146,12 +146,13 @@ class SocketTransport(Transport):
     HOST:PORT), newline-delimited JSON both ways.
 
     The bearer token (if any) is sent by the client as its first request,
-    `auth` (see `Client`); this class only moves lines.
+    `authenticate` (see `Client`); this class only moves lines.
     """
 
     def __init__(self, address: str, connect_timeout: float = 10.0):
         family, target = parse_address(address)
         self.address = address
+        self._received = False  # any byte from the server yet
         self.sock = socket.socket(family, socket.SOCK_STREAM)
         self.sock.settimeout(connect_timeout)
         try:
@@ -166,7 +167,9 @@ class SocketTransport(Transport):
         self.sock.sendall(line)
 
     def lines(self) -> Iterator[bytes]:
-        return iter(self._r)
+        for line in self._r:
+            self._received = True
+            yield line
 
     def close(self, timeout: float) -> None:
         try:
@@ -186,4 +189,10 @@ class SocketTransport(Transport):
             pass
 
     def describe_exit(self) -> str:
-        return "the connection to %s closed" % self.address
+        what = "the connection to %s closed" % self.address
+        if not self._received:
+            # A TLS server closes at once, without a word, a connection
+            # that does not start with a TLS handshake; a plain server
+            # always answers first (even to refuse).
+            what += " before the server sent anything (does it serve TLS? serve --tls-cert)"
+        return what
