@@ -14,7 +14,7 @@ import threading
 import time
 import unittest
 
-from rlm_sandbox import Client, SandboxError
+from rlm_sandbox import Client, SandboxError, ServerClosed
 
 from support import binary, process_gone, wait_gone
 
@@ -75,6 +75,30 @@ class SocketTransportTest(unittest.TestCase):
                 t.join(60)
                 listener.close()
                 server.stdout.close()
+
+
+    def test_closed_without_a_word(self):
+        # As a TLS server does to a client that does not speak TLS: the
+        # error says that the server sent nothing, and asks about TLS.
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "serve.sock")
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            listener.bind(path)
+            listener.listen(1)
+
+            def close_at_once():
+                conn, _ = listener.accept()
+                conn.close()
+
+            t = threading.Thread(target=close_at_once)
+            t.start()
+            try:
+                with self.assertRaises(ServerClosed) as cm:
+                    Client(address="unix:" + path, token="t")
+                self.assertIn("closed before the server sent anything (does it serve TLS?", str(cm.exception))
+            finally:
+                t.join(60)
+                listener.close()
 
 
 class ListenTest(unittest.TestCase):

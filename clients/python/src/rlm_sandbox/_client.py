@@ -6,13 +6,17 @@ import contextvars
 import decimal
 import itertools
 import json
+import os
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+if TYPE_CHECKING:
+    import ssl
 
 from ._errors import CANCELED, TIMEOUT, ProtocolError, SandboxDead, SandboxError, ServerClosed
-from ._transport import SocketTransport, StdioTransport, Transport
+from ._transport import SocketTransport, StdioTransport, Transport, tls_context
 
 #: The protocol version of `rlm-sandbox serve` this client speaks.
 PROTOCOL = 1
@@ -238,6 +242,14 @@ class Client:
     `HOST:PORT`) it connects to a `serve --listen` server instead,
     authenticating with `token`.
 
+    `tls` connects over TLS (a server with `--tls-cert`): True checks the
+    server's certificate against the system's CA store and its host name
+    against `address`'s; a path (str or os.PathLike) names a CA file (PEM)
+    to check it against instead; an `ssl.SSLContext` is used as it is (a
+    client certificate for `--client-ca` with `load_cert_chain`, ...). A
+    certificate or handshake failure raises `SandboxError` (kind
+    `tls_failed`).
+
     Thread-safe: requests from several threads are in flight at once,
     matched to their answers by id. Bridge requests (`llm_query`,
     `rlm_query`) are answered each on its own thread, so a batched call is
@@ -251,10 +263,14 @@ class Client:
         *,
         address: str | None = None,
         token: str | None = None,
+        tls: bool | str | os.PathLike | ssl.SSLContext | None = None,
         args: Sequence[str] = (),
         env: dict | None = None,
         close_timeout: float = 10.0,
     ):
+        if address is None and tls not in (None, False):
+            raise ValueError("tls= is for a server at an address=; the server a Client starts is reached over a pipe")
+        context = tls_context(tls) if address is not None else None
         self._ids = itertools.count(1)
         self._write_lock = threading.Lock()
         self._lock = threading.Lock()
@@ -267,7 +283,7 @@ class Client:
         self._gone: ServerClosed | None = None
         self._close_timeout = close_timeout
         if address is not None:
-            self._transport: Transport = SocketTransport(address)
+            self._transport: Transport = SocketTransport(address, tls=context)
         else:
             self._transport = StdioTransport(binary, args, env)
         self._finalizer = weakref.finalize(self, _shutdown_transport, self._transport)
