@@ -4,6 +4,9 @@
 # exchanged over the device /dev/rlm (a Go buffer).
 def _rlm_boot():
     import sys, os, marshal, builtins, time
+    # Bound once too: code that breaks their import (sys.modules['traceback']
+    # = None) must not break the reports of its exceptions.
+    import traceback, linecache
 
     # Bound once: code that rebinds os.read or marshal.dumps must not
     # break the channel to the host.
@@ -139,8 +142,6 @@ def _rlm_boot():
         # writes the same text (the format below is CPython 3.14's, whose
         # format_frame_summary never returns None).
         if not summaries:
-            import traceback
-
             cutoff = traceback._RECURSIVE_CUTOFF
 
             def repeated(count):
@@ -174,11 +175,12 @@ def _rlm_boot():
         return c
 
     def tb_text(e):
-        import traceback
         tb = e.__traceback__
         skip = {run.__code__, execute.__code__, run_interactive.__code__}
-        if "ast" in sys.modules:
+        try:
             skip.add(sys.modules["ast"].parse.__code__)
+        except Exception:
+            pass  # not imported (or not the ast module any more)
         while tb is not None and tb.tb_frame.f_code in skip:
             tb = tb.tb_next
         try:
@@ -456,7 +458,6 @@ def _rlm_boot():
         return (0,)
 
     def untouch():
-        import linecache
         sources.pop("<touch>", None)
         linecache.cache.pop("<touch>", None)
         return (0,)
@@ -471,7 +472,6 @@ def _rlm_boot():
             except BaseException as e:
                 tb_text(e)
         del sources["<warm>"]
-        import linecache
         linecache.cache.pop("<warm>", None)
         # Modules RLM code imports first thing (re is already in).
         import json, collections
@@ -481,8 +481,6 @@ def _rlm_boot():
     # traceback.format_exc, logging, warnings) show them, and
     # inspect.getsource finds a function defined in an earlier cell. An
     # entry is made from sources when first looked up, not per cell.
-    import linecache
-
     class Lines(dict):
         __slots__ = ()
 

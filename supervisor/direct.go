@@ -233,6 +233,9 @@ func (d *direct) execute(ctx context.Context, code string, interactive bool) (*C
 			ce.Error, ce.ErrorType = "KeyboardInterrupt", "KeyboardInterrupt"
 			return ce, why
 		}
+		if why != nil { // the interrupt is why, whatever came of it
+			return ce, fmt.Errorf("%w: %w", why, d.fail("execute", err))
+		}
 		return ce, d.fail("execute", err)
 	}
 	return ce, why
@@ -266,11 +269,12 @@ func (d *direct) IsComplete(ctx context.Context, source string) (bool, error) {
 		return false, err
 	}
 	defer d.release()
-	ok, err := d.in.IsComplete(ctx, source)
-	if err != nil {
-		return false, d.fail("is complete", err)
-	}
-	return ok, nil
+	var ok bool
+	err := d.underRun(ctx, "is complete", func() (err error) {
+		ok, err = d.in.IsComplete(context.Background(), source)
+		return err
+	})
+	return ok, err
 }
 
 func (d *direct) Stats(ctx context.Context) (Stats, error) {

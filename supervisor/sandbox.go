@@ -43,7 +43,9 @@ type Sandbox interface {
 	// lines are needed (an open block, bracket or string). Input with a
 	// syntax error counts as complete: executing it reports the error.
 	IsComplete(ctx context.Context, source string) (bool, error)
-	// Stats reports the sandbox's resource use.
+	// Stats reports the sandbox's resource use. A worker answers at once,
+	// even while code runs; only ctx bounds the wait for a worker process
+	// that is stopped (SIGSTOP) rather than running.
 	Stats(ctx context.Context) (Stats, error)
 	// GetVariable returns a global of __main__ converted to Go (see
 	// runtime.Interpreter.Get for the types); found is false when there is

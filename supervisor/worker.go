@@ -733,6 +733,9 @@ func (s *workerSandbox) execute(ctx context.Context, code string, interactive bo
 		if errors.Is(err, ErrDead) {
 			s.markDead(err)
 		}
+		if why != nil { // the interrupt is why, whatever came of it
+			err = fmt.Errorf("%w: %w", why, err)
+		}
 		return s.execution(code, streams, r, nil), err
 	}
 	res, ok := m.Body.(ipc.Result)
@@ -815,7 +818,10 @@ func (s *workerSandbox) IsComplete(ctx context.Context, source string) (bool, er
 		return false, err
 	}
 	defer s.release()
-	m, err := s.call(ctx, ipc.KindComplete, ipc.Complete{Source: source})
+	// Under a run, as a value's request: a worker that does not answer
+	// (stopped, or compiling something huge) is interrupted, then killed,
+	// instead of holding the sandbox for every later call.
+	m, err := s.callRun(ctx, "is complete", ipc.KindComplete, ipc.Complete{Source: source})
 	if err != nil {
 		return false, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
@@ -156,6 +157,26 @@ func TestNativeStackOverflow(t *testing.T) {
 		}
 		if ce := exec(t, sb, "print('back')"); ce.Stdout != "back\n" {
 			t.Fatalf("after Restart: %+v", ce)
+		}
+	})
+}
+
+// TestBrokenImportsDoNotBreakReports checks that code which breaks the
+// import of the modules the sandbox formats tracebacks with still gets its
+// exceptions reported, and its interrupts as ErrCanceled (they became an
+// internal error that matched nothing).
+func TestBrokenImportsDoNotBreakReports(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "")
+		exec(t, sb, "import sys\nfor name in ('traceback', 'linecache', 'ast'):\n    sys.modules[name] = None")
+		ce := exec(t, sb, "1/0")
+		if ce.ErrorType != "ZeroDivisionError" || !strings.Contains(ce.Traceback, "ZeroDivisionError: division by zero") {
+			t.Fatalf("%+v", ce)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		if _, err := sb.Execute(ctx, "while True: pass"); !errors.Is(err, supervisor.ErrCanceled) || errors.Is(err, supervisor.ErrDead) {
+			t.Fatalf("err = %v, want ErrCanceled", err)
 		}
 	})
 }

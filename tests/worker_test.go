@@ -323,3 +323,38 @@ func TestWorkerKilledInStubbornCallback(t *testing.T) {
 		t.Fatal("Execute waits for a callback that ignores its context after the worker died")
 	}
 }
+
+// TestIsCompleteOnAStoppedWorker checks that IsComplete, like the requests
+// that move values, runs under a run: on a worker that does not answer
+// (stopped here), Cancel ends it (and the worker, GracePeriod later),
+// instead of it holding the sandbox, and every later call, for ever.
+func TestIsCompleteOnAStoppedWorker(t *testing.T) {
+	sb := newSandbox(t, workerMode, supervisor.Config{GracePeriod: 200 * time.Millisecond}, "")
+	if err := syscall.Kill(sb.Info().PID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := sb.IsComplete(context.Background(), "x = 1")
+		done <- err
+	}()
+	tick := time.NewTicker(10 * time.Millisecond) // Cancel does nothing until the request runs
+	defer tick.Stop()
+	deadline := time.After(time.Minute)
+	for {
+		select {
+		case err := <-done:
+			if !errors.Is(err, supervisor.ErrCanceled) || !errors.Is(err, supervisor.ErrDead) {
+				t.Fatalf("IsComplete: %v, want ErrCanceled and ErrDead", err)
+			}
+			if _, err := sb.Execute(context.Background(), "pass"); !errors.Is(err, supervisor.ErrDead) {
+				t.Fatalf("Execute after: %v, want ErrDead", err)
+			}
+			return
+		case <-tick.C:
+			sb.Cancel()
+		case <-deadline:
+			t.Fatal("IsComplete on a stopped worker still waiting after a minute of Cancel calls")
+		}
+	}
+}
