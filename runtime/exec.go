@@ -232,6 +232,14 @@ func (in *Interpreter) setLarge(ctx context.Context, name, s string) error {
 type RequestError struct{ Type, Message string }
 
 func (e *RequestError) Error() string {
+	if e.Type == "MemoryError" {
+		what := "MemoryError"
+		if e.Message != "" { // usually empty
+			what += ": " + e.Message
+		}
+		return "runtime: the interpreter ran out of memory serving the request (" + what +
+			"): the value does not fit in what MemoryLimit leaves (an idle interpreter holds about 30 MB)"
+	}
 	return "runtime: the interpreter could not serve the request: " + e.Type + ": " + e.Message
 }
 

@@ -104,6 +104,30 @@ func TestMemoryLimit(t *testing.T) {
 	})
 }
 
+// TestValueOverMemoryLimit checks the error of a value that does not fit
+// under MemoryLimit: it names the request and says what happened, in both
+// modes alike (a worker's used to read "worker: internal: ... could not
+// serve the request: MemoryError: "), and the sandbox keeps its context.
+func TestValueOverMemoryLimit(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{MemoryLimit: 64 << 20}, "before")
+		ctx := context.Background()
+		big := strings.Repeat("q", 48<<20)
+		for what, err := range map[string]error{
+			"initialize":     sb.Initialize(ctx, big),
+			"set variable v": sb.SetVariable(ctx, "v", big),
+		} {
+			if err == nil || !strings.HasPrefix(err.Error(), "supervisor: "+what+": runtime: the interpreter ran out of memory") ||
+				strings.Contains(err.Error(), "internal") {
+				t.Errorf("%s: %v", what, err)
+			}
+		}
+		if ce := exec(t, sb, "print(context)"); ce.Stdout != "before\n" {
+			t.Fatalf("after: %+v", ce)
+		}
+	})
+}
+
 func TestAsyncio(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		sb := newSandbox(t, m, supervisor.Config{}, "")
