@@ -238,7 +238,7 @@ func (d *direct) execute(ctx context.Context, code string, interactive bool) (*C
 		}
 		return ce, d.fail("execute", err)
 	}
-	return ce, why
+	return stoppedExecution(ce, why), why
 }
 
 // interrupt raises KeyboardInterrupt in the running code.

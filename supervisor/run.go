@@ -266,3 +266,15 @@ func (c *pyClock) stop() time.Duration {
 	}
 	return c.used
 }
+
+// stoppedExecution is ce, the execution of a run stopped for why (nil: not
+// stopped), whose code returned: one that ended without an exception had
+// the interrupt come as it ended (in direct mode, after a call in C that
+// was its last statement), and reports KeyboardInterrupt as its error, so
+// that a stopped execution without one is always one that was killed.
+func stoppedExecution(ce *CodeExecution, why error) *CodeExecution {
+	if why != nil && ce.ErrorType == "" {
+		ce.Error, ce.ErrorType = "KeyboardInterrupt", "KeyboardInterrupt"
+	}
+	return ce
+}

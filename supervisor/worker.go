@@ -747,7 +747,7 @@ func (s *workerSandbox) execute(ctx context.Context, code string, interactive bo
 	if !ok {
 		return nil, fmt.Errorf("%w: %v in reply to execute", ErrProtocol, m.Kind)
 	}
-	return s.execution(code, streams, r, &res), why
+	return stoppedExecution(s.execution(code, streams, r, &res), why), why
 }
 
 // interrupt raises KeyboardInterrupt in the running code. A bridge call the
