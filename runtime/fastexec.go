@@ -382,6 +382,12 @@ func (in *Interpreter) fastFail(f *fastState, err error) (bool, error) {
 	}
 	r, err := f.call(in, f.fn.call1, uint64(f.obj.Fail), exc)
 	in.decRef(in.killCtx, exc)
+	if err == nil && in.deadErr != nil {
+		// Freeing the exception (its traceback, its frames) stopped the
+		// interpreter: a recursion a million frames deep overflows the
+		// native stack there. This execution says so, not the next.
+		err = in.deadErr
+	}
 	if err != nil {
 		return false, err
 	}

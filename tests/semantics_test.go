@@ -158,6 +158,17 @@ func TestNativeStackOverflow(t *testing.T) {
 		if ce := exec(t, sb, "print('back')"); ce.Stdout != "back\n" {
 			t.Fatalf("after Restart: %+v", ce)
 		}
+		if m.name != "worker" {
+			return // the same path as below, and 10 s more
+		}
+		// A recursion a million frames deep: its RecursionError is
+		// reported, and freeing its frames afterwards overflows. The
+		// execution itself says so (it used to come back as a plain
+		// RecursionError, and the next call found the sandbox dead).
+		_, err = sb.Execute(ctx, "import sys\nsys.setrecursionlimit(1_000_000)\ndef f(n):\n    return f(n + 1)\nf(0)")
+		if !errors.Is(err, supervisor.ErrDead) || !strings.Contains(err.Error(), "native stack overflowed") {
+			t.Fatalf("deep recursion: err = %v, want ErrDead saying the native stack overflowed", err)
+		}
 	})
 }
 
