@@ -262,16 +262,24 @@ def _rlm_boot():
 
     third_party = "the rlm-sandbox has Python's standard library only: no third-party packages, and none can be installed"
 
+    no_tzdata = ("the rlm-sandbox has no time zone database (pyodide.loadPackage is not available here): "
+                 "only fixed offsets work, datetime.timezone(timedelta(hours=...))")
+
+    def note(e, text):
+        try:
+            if text not in getattr(e, "__notes__", ()):
+                e.add_note(text)
+        except Exception:
+            pass
+
     def raised(e):
         # The reply of a cell that raised e.
         flush()
         if isinstance(e, ModuleNotFoundError) and isinstance(e.name, str):
             if e.name.partition(".")[0] not in sys.stdlib_module_names:
-                try:
-                    if third_party not in getattr(e, "__notes__", ()):
-                        e.add_note(third_party)
-                except Exception:
-                    pass
+                note(e, third_party)
+        elif type(e).__name__ == "ZoneInfoNotFoundError":
+            note(e, no_tzdata)
         return (1, type(e).__name__, capped(message(e)), capped(tb_text(e)))
 
     def fail(e):

@@ -41,9 +41,20 @@ type Result struct {
 	BridgeCalls int
 }
 
-// Value types that Get returns and Set accepts, besides nil, bool, int64,
-// *big.Int (ints that do not fit int64), float64, complex128, string,
-// []byte, []any (lists and tuples), map[string]any (dicts with str keys).
+// Value types that Get returns and Set accepts. Get converts:
+//
+//	None, bool            nil, bool
+//	int                   int64, or *big.Int when it does not fit
+//	float, complex        float64, complex128
+//	str                   string
+//	bytes, bytearray      []byte
+//	list, tuple           []any (Set accepts Tuple to make a tuple)
+//	set, frozenset        Set
+//	dict, all keys str    map[string]any (keys in no order)
+//	other dicts           Dict, in order
+//	anything else         its repr() string
+//
+// Set accepts those, and a Dict of str keys too (kept in its order).
 type (
 	// Set is a Python set or frozenset.
 	Set = pymarshal.Set
@@ -142,8 +153,8 @@ func (in *Interpreter) IsComplete(ctx context.Context, source string) (bool, err
 func (in *Interpreter) Executions() int64 { return in.execs.Load() }
 
 // Get returns the value of the global name of __main__, converted to Go
-// (see the Value types); objects of other types come back as their repr()
-// string. found is false when there is no such global.
+// as the comment of the Value types (Set, Tuple, Dict) says; objects of
+// other types come back as their repr() string. found is false when there is no such global.
 func (in *Interpreter) Get(ctx context.Context, name string) (v any, found bool, err error) {
 	req, err := pymarshal.Encode(pymarshal.Tuple{"get", name})
 	if err != nil {

@@ -143,7 +143,8 @@ type CodeExecution struct {
 	// batched call counts).
 	BridgeCalls int
 	// Truncated is true when Stdout, Stderr, Error or Traceback was cut to
-	// MaxOutputLength.
+	// MaxOutputLength (not when the guest cut an exception's text to its
+	// own bound of 1,048,576 characters, with MaxOutputLength negative).
 	Truncated bool
 }
 

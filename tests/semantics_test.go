@@ -34,6 +34,7 @@ func TestWhatTheSandboxLacksSaysSo(t *testing.T) {
 			{"import multiprocessing\nmultiprocessing.Pool(2)",
 				"ImportError", []string{"no other processes", "llm_query_batched"}, ""},
 			{"import numpy", "ModuleNotFoundError", []string{"No module named 'numpy'"}, "standard library only"},
+			{"import zoneinfo\nzoneinfo.ZoneInfo('Europe/Paris')", "ZoneInfoNotFoundError", nil, "no time zone database"},
 		} {
 			ce := exec(t, sb, c.code)
 			if ce.ErrorType != c.typ {
