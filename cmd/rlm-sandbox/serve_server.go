@@ -73,6 +73,10 @@ func newServer(ctx context.Context, out io.Writer, logger *slog.Logger) *server 
 // readLoop reads messages, one per line, until the input ends, a line is
 // longer than maxMessage, or the first message of a session that needs a
 // token does not authenticate (both errors are answered first).
+//
+// At the end of the input, a last line without its newline is a message
+// too; a line cut short by a read that failed (a deadline passed, the
+// connection broke) is not: what it would have said is unknown.
 func (s *server) readLoop(in io.Reader) error {
 	br := bufio.NewReaderSize(in, 1<<16)
 	var line []byte
@@ -87,6 +91,9 @@ func (s *server) readLoop(in io.Reader) error {
 		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
 		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("read the client's messages: %w", err)
+		}
 		if t := bytes.TrimSpace(line); len(t) > 0 {
 			if !s.authenticateFirst(t) {
 				return errUnauthorized
@@ -94,11 +101,8 @@ func (s *server) readLoop(in io.Reader) error {
 			s.handleLine(t)
 		}
 		line = nil
-		if errors.Is(err, io.EOF) {
+		if err != nil { // io.EOF
 			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read the client's messages: %w", err)
 		}
 	}
 }
