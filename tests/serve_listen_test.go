@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -355,6 +356,21 @@ func TestListenAuth(t *testing.T) {
 	})
 	t.Run("empty", func(t *testing.T) {
 		refused(t, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "authenticate", "params": map[string]any{}})
+	})
+	t.Run("long first line", func(t *testing.T) {
+		// Refused once past 64 KiB, without waiting for the line to end
+		// (it never does): the server does not buffer --max-message
+		// bytes for a client without the token.
+		c := srv.dial(t)
+		go c.conn.Write(bytes.Repeat([]byte("a"), 1<<20)) // fails once the server closes
+		m, ok := c.next(time.Minute)
+		if !ok {
+			t.Fatalf("closed without an error; stderr:\n%s", srv.stderr)
+		}
+		if code, data := rpcErr(t, m); code != codeUnauthorized || data["kind"] != "unauthorized" || m["id"] != nil {
+			t.Fatalf("%v", m)
+		}
+		c.closed(time.Minute)
 	})
 	t.Run("right", func(t *testing.T) {
 		c := srv.dial(t)

@@ -227,6 +227,12 @@ func (h *hub) observeExecute(ce *supervisor.CodeExecution, err error, d time.Dur
 	h.metrics.execution(outcome, d)
 }
 
+func (h *hub) rejected(reason string) {
+	if h != nil {
+		h.metrics.rejected(reason)
+	}
+}
+
 func (h *hub) observeBridge(method string, d time.Duration) {
 	if h != nil {
 		h.metrics.bridge(method, d)
@@ -430,11 +436,24 @@ type tokenParams struct {
 	Token string `json:"token"`
 }
 
+// preAuthMaxMessage bounds a line read before a session that needs a
+// token has authenticated: an authenticate message is small, and a client
+// without the token must not make the server buffer --max-message bytes
+// (64 MiB by default) per connection.
+const preAuthMaxMessage = 64 << 10
+
+// authenticateShape is what the first message of a session that needs a
+// token must be, for the errors that say so.
+const authenticateShape = `{"method": "authenticate", "params": {"token": …}} with the server's token`
+
+// mustAuthenticate: the session needs a token and has not presented it.
+func (s *server) mustAuthenticate() bool { return s.token != nil && !s.authed }
+
 // authenticateFirst checks the first line of a session that needs a token:
 // it must be an authenticate request with the right token. Otherwise it
 // answers unauthorized and reports false (the session ends).
 func (s *server) authenticateFirst(line []byte) bool {
-	if s.token == nil || s.authed {
+	if !s.mustAuthenticate() {
 		return true
 	}
 	m, err := decodeMessage(line)
@@ -449,10 +468,15 @@ func (s *server) authenticateFirst(line []byte) bool {
 	if len(id) == 0 {
 		id = nullID
 	}
-	s.send(errorResponse{"2.0", id, newRPCError(codeUnauthorized, kindUnauthorized,
-		`unauthorized: the first message must be {"method": "authenticate", "params": {"token": …}} with the server's token; the connection is closed`)})
-	s.hub.metrics.rejected("unauthorized")
+	s.refuseUnauthenticated(id, "unauthorized: the first message must be "+authenticateShape+"; the connection is closed")
 	return false
+}
+
+// refuseUnauthenticated answers the request id (null: none) with the
+// unauthorized error; the caller then closes the connection.
+func (s *server) refuseUnauthenticated(id json.RawMessage, message string) {
+	s.send(errorResponse{"2.0", id, newRPCError(codeUnauthorized, kindUnauthorized, "%s", message)})
+	s.hub.rejected("unauthorized")
 }
 
 func (s *server) tokenOK(raw json.RawMessage) bool {

@@ -72,7 +72,9 @@ func newServer(ctx context.Context, out io.Writer, logger *slog.Logger) *server 
 
 // readLoop reads messages, one per line, until the input ends, a line is
 // longer than maxMessage, or the first message of a session that needs a
-// token does not authenticate (both errors are answered first).
+// token does not authenticate (both errors are answered first). Until
+// the session has authenticated, a line may be at most preAuthMaxMessage
+// bytes.
 //
 // At the end of the input, a last line without its newline is a message
 // too; a line cut short by a read that failed (a deadline passed, the
@@ -82,6 +84,14 @@ func (s *server) readLoop(in io.Reader) error {
 	var line []byte
 	for {
 		chunk, err := br.ReadSlice('\n')
+		if s.mustAuthenticate() && len(line)+len(chunk) > preAuthMaxMessage+1 {
+			// Not buffered further: a client without the token does not
+			// get to make the server hold --max-message bytes.
+			s.refuseUnauthenticated(nullID, fmt.Sprintf(
+				"unauthorized: a message before authenticate may be at most %d bytes, and the first must be "+authenticateShape+"; the connection is closed",
+				preAuthMaxMessage))
+			return errUnauthorized
+		}
 		if s.maxMessage > 0 && len(line)+len(chunk) > s.maxMessage+1 {
 			s.send(errorResponse{"2.0", nullID, newRPCError(codeInvalidRequest, "message_too_large",
 				"a message is longer than the server's limit of %d bytes; the connection is closed", s.maxMessage)})
