@@ -372,6 +372,25 @@ func TestListenAuth(t *testing.T) {
 		}
 		c.closed(time.Minute)
 	})
+	t.Run("wrong after right", func(t *testing.T) {
+		// A wrong token later in the session closes it too: the version
+		// sent after it is never answered.
+		c := srv.dial(t)
+		resultOf(t, c.request("authenticate", map[string]any{"token": "s3cret-token"}))
+		resultOf(t, c.request("authenticate", map[string]any{"token": "s3cret-token"}))
+		c.send(map[string]any{"jsonrpc": "2.0", "id": 3, "method": "authenticate", "params": map[string]any{"token": "guess"}})
+		c.send(map[string]any{"jsonrpc": "2.0", "id": 4, "method": "version"})
+		m, ok := c.next(time.Minute)
+		if !ok {
+			t.Fatal("closed without an error")
+		}
+		if code, data := rpcErr(t, m); code != codeUnauthorized || data["kind"] != "unauthorized" || m["id"] != 3.0 {
+			t.Fatalf("%v", m)
+		}
+		if m, ok := c.next(time.Minute); ok {
+			t.Fatalf("answered after a wrong token: %v", m)
+		}
+	})
 	t.Run("right", func(t *testing.T) {
 		c := srv.dial(t)
 		resultOf(t, c.request("authenticate", map[string]any{"token": "s3cret-token"}))

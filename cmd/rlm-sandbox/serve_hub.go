@@ -488,7 +488,9 @@ func (s *server) tokenOK(raw json.RawMessage) bool {
 }
 
 // authenticate answers the authenticate method: {} when the token is right
-// or none is needed (so a client may always send it).
+// or none is needed (so a client may always send it). A wrong token, even
+// after a right one, is answered unauthorized and ends the session once
+// its line is handled, as a wrong first message does.
 func (s *server) authenticate(raw json.RawMessage, done doneFunc) {
 	if s.token == nil {
 		if err := decodeParams(raw, &tokenParams{}); err != nil {
@@ -496,7 +498,9 @@ func (s *server) authenticate(raw json.RawMessage, done doneFunc) {
 			return
 		}
 	} else if !s.tokenOK(raw) {
-		done(nil, newRPCError(codeUnauthorized, kindUnauthorized, "unauthorized: wrong token"))
+		s.refused = true
+		s.hub.rejected("unauthorized")
+		done(nil, newRPCError(codeUnauthorized, kindUnauthorized, "unauthorized: wrong token; the connection is closed"))
 		return
 	}
 	done(struct{}{}, nil)

@@ -50,6 +50,7 @@ type server struct {
 	hub         *hub   // admission control, metrics and drain, shared by the sessions
 	token       []byte // the bearer token the first message must present; nil: none
 	authed      bool   // the first message authenticated (only the reader uses it)
+	refused     bool   // an authenticate had a wrong token: the session ends (only the reader uses it)
 	afterAuth   func() // called once authenticated; may be nil
 	maxMessage  int    // bytes in one line; 0: no limit
 	maxInflight int    // requests read and not yet answered; 0: no limit
@@ -72,7 +73,8 @@ func newServer(ctx context.Context, out io.Writer, logger *slog.Logger) *server 
 
 // readLoop reads messages, one per line, until the input ends, a line is
 // longer than maxMessage, or the first message of a session that needs a
-// token does not authenticate (both errors are answered first). Until
+// token does not authenticate, or a later one presents a wrong token (the
+// errors are answered first). Until
 // the session has authenticated, a line may be at most preAuthMaxMessage
 // bytes.
 //
@@ -109,6 +111,9 @@ func (s *server) readLoop(in io.Reader) error {
 				return errUnauthorized
 			}
 			s.handleLine(t)
+			if s.refused {
+				return errUnauthorized
+			}
 		}
 		line = nil
 		if err != nil { // io.EOF
