@@ -50,8 +50,14 @@ var (
 // listens.
 func startListen(t *testing.T, args ...string) *listenServer {
 	t.Helper()
-	s := &listenServer{t: t, stderr: newWatchedBuffer(), done: make(chan struct{}), network: "tcp"}
-	s.cmd = osexec.Command(cliBin(t), append([]string{"serve"}, args...)...)
+	return startListenCommand(t, osexec.Command(cliBin(t), append([]string{"serve"}, args...)...), args...)
+}
+
+// startListenCommand starts the server with cmd, which runs rlm-sandbox
+// serve with args (through a shell, say), and waits until it listens.
+func startListenCommand(t *testing.T, cmd *osexec.Cmd, args ...string) *listenServer {
+	t.Helper()
+	s := &listenServer{t: t, cmd: cmd, stderr: newWatchedBuffer(), done: make(chan struct{}), network: "tcp"}
 	s.cmd.Stderr = s.stderr
 	for _, a := range args {
 		if strings.HasPrefix(a, "unix:") {
@@ -569,6 +575,39 @@ func TestListenLimits(t *testing.T) {
 		}
 		c.closed(time.Minute)
 	})
+}
+
+// TestListenOutOfFiles: when the server runs out of file descriptors, it
+// logs the failed accept and retries, and serves new clients once some
+// connections have closed (it used to end, with status 0, at the first
+// such failure).
+func TestListenOutOfFiles(t *testing.T) {
+	const nofile = 64
+	args := []string{"serve", "--listen", unixAddr(t)}
+	// The limit is set by a shell: both soft and hard, so that the Go
+	// runtime cannot raise it.
+	cmd := osexec.Command("sh", append([]string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, nofile), cliBin(t)}, args...)...)
+	srv := startListenCommand(t, cmd, args[1:]...)
+	var idle []net.Conn
+	for range nofile { // more than the server has descriptors left
+		c, err := net.Dial("unix", srv.addr) // the kernel queues what the server does not accept
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, c)
+	}
+	srv.stderr.waitFor(t, `msg="accept failed; retrying"`, time.Minute)
+	for _, c := range idle {
+		c.Close()
+	}
+	c := srv.dial(t)
+	if r := resultOf(t, c.request("version", nil)); r["protocol"] != 1.0 {
+		t.Fatalf("%v", r)
+	}
+	srv.cmd.Process.Signal(syscall.SIGTERM)
+	if code := srv.exit(time.Minute); code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", code, srv.stderr)
+	}
 }
 
 func TestListenDisconnectMidExecute(t *testing.T) {

@@ -81,32 +81,42 @@ func runListen(parent context.Context, ios *iostreams, o *serveOptions) error {
 	logger.Info("listening", "addr", ln.Addr().String(), "tls", tlsConf != nil, "token", token != nil)
 
 	var conns sync.WaitGroup
+	accepting, stopAccepting := context.WithCancel(context.Background())
+	defer stopAccepting()
+	stopListening := func() {
+		stopAccepting() // ends a pause between retries
+		ln.Close()
+	}
 	accepted := make(chan error, 1)
 	go func() {
-		accepted <- acceptLoop(ln, h, logger, o, token, &conns)
+		accepted <- acceptLoop(accepting, ln, h, logger, o, token, &conns)
 	}()
 
 	var hard bool
+	var failed error
 	select {
 	case sig := <-sigs:
 		h.drain.Store(true)
-		ln.Close()
+		stopListening()
 		logger.Info("draining", "signal", sig.String(), "drain_timeout", o.drainTimeout)
 		<-accepted
 		hard = drain(h, sigs, o.drainTimeout, logger)
 	case err := <-accepted:
-		logger.Error("accept failed", "err", err)
+		// Not one of the failures acceptLoop retries: no new client can
+		// be served, so the server ends, with the sessions it has.
+		failed = fmt.Errorf("accept connections on %s: %w", o.listen, err)
+		logger.Error("accept failed: stopping", "err", err)
 		h.drain.Store(true)
 		hard = true
 	case <-parent.Done():
-		ln.Close()
+		stopListening()
 		<-accepted
 	}
 	h.endOpen(shutdownError(), shutdownWriteTimeout)
 	h.endSessions(errServerDrained)
 	conns.Wait()
 	logger.Info("stopped", "forced", hard)
-	return nil
+	return failed
 }
 
 // drain refuses new work, then waits until the sessions have answered every
@@ -135,22 +145,44 @@ func drain(h *hub, sigs <-chan os.Signal, timeout time.Duration, logger *slog.Lo
 	}
 }
 
+// Pauses between retries of a failed accept, as net/http's Server.Serve
+// makes them: from the first, doubling up to the last.
+const (
+	acceptRetryFirst = 5 * time.Millisecond
+	acceptRetryMax   = time.Second
+)
+
 // acceptLoop serves each connection on its own goroutine until ln is
-// closed (then it returns nil).
-func acceptLoop(ln net.Listener, h *hub, logger *slog.Logger, o *serveOptions, token []byte, conns *sync.WaitGroup) error {
+// closed or ctx ends (then it returns nil), or accepting fails for good
+// (then it returns the error). A failure that passes (temporaryAccept
+// says which) is logged and retried after a pause, so that running out of
+// file descriptors, say, refuses new clients for a while but does not end
+// the server and its sessions.
+func acceptLoop(ctx context.Context, ln net.Listener, h *hub, logger *slog.Logger, o *serveOptions, token []byte, conns *sync.WaitGroup) error {
 	n := 0
+	var pause time.Duration
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
+			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			hint, temporary := temporaryAccept(err)
+			if !temporary {
+				return err
 			}
-			return err
+			pause = min(max(2*pause, acceptRetryFirst), acceptRetryMax)
+			logger.Warn("accept failed; retrying", "err", err, "in", pause, "hint", hint)
+			t := time.NewTimer(pause)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			}
+			continue
 		}
+		pause = 0
 		n++
 		s := newServer(h.ctx, conn, logger.With("conn", n, "remote", conn.RemoteAddr().String()))
 		s.hub, s.token, s.requireWorker = h, token, o.requireWorker
@@ -176,6 +208,26 @@ func acceptLoop(ln net.Listener, h *hub, logger *slog.Logger, o *serveOptions, t
 			s.logger.Info("disconnected", "cause", context.Cause(s.ctx).Error())
 		}()
 	}
+}
+
+// temporaryAccept reports whether a failed Accept may succeed later, and
+// what an operator can do about it: the process or the system is out of
+// file descriptors or memory, a connection went away before it was
+// accepted, or a deadline passed.
+func temporaryAccept(err error) (hint string, temporary bool) {
+	switch {
+	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
+		return "out of file descriptors: raise the limit (ulimit -n, LimitNOFILE) or lower --max-connections", true
+	case errors.Is(err, syscall.ENOBUFS), errors.Is(err, syscall.ENOMEM):
+		return "out of memory", true
+	case errors.Is(err, syscall.ECONNABORTED):
+		return "the connection went away before it was accepted", true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return "timed out", true
+	}
+	return "", false
 }
 
 // handshakeTimeout bounds a TLS handshake and, with a token, the time from
