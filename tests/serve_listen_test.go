@@ -488,15 +488,36 @@ func TestListenTLS(t *testing.T) {
 		}
 	})
 	t.Run("mutual TLS", func(t *testing.T) {
-		srv := startListen(t, "--listen", "127.0.0.1:0", "--tls-cert", certFile, "--tls-key", keyFile, "--client-ca", caFile)
-		conn, err := tls.Dial("tcp", srv.addr, &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{clientCert}})
-		if err != nil {
-			t.Fatal(err)
+		srv := startListen(t, "--listen", "127.0.0.1:0", "--tls-cert", certFile, "--tls-key", keyFile, "--client-ca", caFile,
+			"--max-connections", "2")
+		// A connection without a handshake waits to authenticate: it
+		// does not take the place of one with a certificate. The
+		// handshake counts a connection toward --max-connections.
+		silent := srv.dial(t)
+		srv.stderr.waitFor(t, "msg=connected conn=1 ", time.Minute)
+		mtls := func() *netClient {
+			conn, err := tls.Dial("tcp", srv.addr, &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{clientCert}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return newNetClient(t, srv, conn)
 		}
-		c := newNetClient(t, srv, conn)
-		if r := resultOf(t, c.request("version", nil)); r["protocol"] != 1.0 {
-			t.Fatalf("%v", r)
+		for range 2 {
+			if r := resultOf(t, mtls().request("version", nil)); r["protocol"] != 1.0 {
+				t.Fatalf("%v", r)
+			}
 		}
+		c := mtls()
+		if m, ok := c.next(time.Minute); !ok {
+			t.Fatal("closed without an error")
+		} else if code, data := rpcErr(t, m); code != codeBusy || data["limit"] != "max_connections" {
+			t.Fatalf("%v", m)
+		}
+		c.closed(time.Minute)
+		c.conn.Close()
+		silent.conn.Close()
+		srv.stderr.waitFor(t, "msg=disconnected conn=1 ", time.Minute)
+		srv.stderr.waitFor(t, "msg=disconnected conn=4 ", time.Minute)
 		// Without a client certificate, the handshake fails: nothing is answered.
 		conn2, err := tls.Dial("tcp", srv.addr, &tls.Config{RootCAs: roots})
 		if err == nil {
@@ -575,6 +596,67 @@ func TestListenLimits(t *testing.T) {
 		}
 		c.closed(time.Minute)
 	})
+}
+
+// TestListenUnauthenticated: with a token, a connection counts toward
+// --max-connections once it has authenticated, and the connections
+// waiting to authenticate are bounded apart (as many as
+// --max-connections): a silent connection does not take the place of a
+// client that authenticates.
+func TestListenUnauthenticated(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("tok"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := startListen(t, "--listen", unixAddr(t), "--token-file", tokenFile, "--max-connections", "2", "--metrics-listen", "127.0.0.1:0")
+	auth := func(c *netClient) map[string]any { return c.request("authenticate", map[string]any{"token": "tok"}) }
+	a := srv.dial(t) // conn=1
+	resultOf(t, auth(a))
+	silent := srv.dial(t) // conn=2
+	srv.stderr.waitFor(t, "msg=connected conn=2 ", time.Minute)
+	b := srv.dial(t) // conn=3: the second to authenticate, next to a silent one
+	resultOf(t, auth(b))
+	resultOf(t, b.request("version", nil))
+
+	// A third client to authenticate is refused, in the answer to its authenticate.
+	c := srv.dial(t) // conn=4
+	if code, data := rpcErr(t, auth(c)); code != codeBusy || data["limit"] != "max_connections" {
+		t.Fatalf("code %d %v", code, data)
+	}
+	c.closed(time.Minute)
+	c.conn.Close()
+	srv.stderr.waitFor(t, "msg=disconnected conn=4 ", time.Minute)
+
+	// Two may wait to authenticate: silent and silent2; a third is refused at once.
+	silent2 := srv.dial(t) // conn=5
+	srv.stderr.waitFor(t, "msg=connected conn=5 ", time.Minute)
+	d := srv.dial(t) // conn=6
+	m, ok := d.next(time.Minute)
+	if !ok {
+		t.Fatal("closed without an error")
+	}
+	if code, data := rpcErr(t, m); code != codeBusy || data["limit"] != "max_unauthenticated" || m["id"] != nil {
+		t.Fatalf("%v", m)
+	}
+	d.closed(time.Minute)
+	met := scrape(t, srv.metrics)
+	for k, v := range map[string]float64{
+		"rlm_sandbox_connections":                                  2,
+		"rlm_sandbox_connections_unauthenticated":                  2,
+		`rlm_sandbox_rejected_total{reason="max_connections"}`:     1,
+		`rlm_sandbox_rejected_total{reason="max_unauthenticated"}`: 1,
+	} {
+		if got, ok := met[k]; !ok || got != v {
+			t.Errorf("%s = %v (present %v), want %v", k, got, ok, v)
+		}
+	}
+
+	// Once a has gone, a connection that waited may take its place.
+	a.conn.Close()
+	srv.stderr.waitFor(t, "msg=disconnected conn=1 ", time.Minute)
+	resultOf(t, auth(silent))
+	resultOf(t, silent.request("version", nil))
+	silent2.conn.Close()
 }
 
 // TestListenOutOfFiles: when the server runs out of file descriptors, it

@@ -18,6 +18,7 @@ import (
 var (
 	errMessageTooLarge = errors.New("a message exceeded the size limit")
 	errUnauthorized    = errors.New("the client did not authenticate")
+	errTooManyConns    = errors.New("the client authenticated with the server at --max-connections")
 	errServerDrained   = errors.New("the server shut down (drain over)")
 	errDisconnected    = errors.New("the client disconnected")
 )
@@ -27,7 +28,7 @@ type hubOptions struct {
 	maxSandboxes  int    // in all sessions; 0: no limit
 	maxPerConn    int    // in one session; 0: no limit
 	memoryBudget  uint64 // bytes of worker RSS; 0: no budget
-	maxConns      int    // sessions at once; 0: no limit
+	maxConns      int    // authenticated sessions at once, and as many waiting to authenticate; 0: no limit
 	pool          int    // warm sandboxes kept started
 	retryAfter    time.Duration
 	estimatedRSS  uint64 // a sandbox's RSS before it is measured
@@ -48,11 +49,13 @@ type hub struct {
 	drain atomic.Bool
 
 	mu       sync.Mutex
-	live     int             // sandboxes admitted and not ended
-	perConn  map[*server]int // the same by session
-	measured int             // live sandboxes whose RSS is known
-	rss      uint64          // their RSS, summed
-	sessions map[*server]struct{}
+	live     int              // sandboxes admitted and not ended
+	perConn  map[*server]int  // the same by session
+	measured int              // live sandboxes whose RSS is known
+	rss      uint64           // their RSS, summed
+	sessions map[*server]bool // every connection; true once it counts toward maxConns
+	counted  int              // sessions authenticated (or with nothing to authenticate)
+	waiting  int              // sessions waiting to authenticate
 
 	pool     chan *pooled
 	poolDone chan struct{}
@@ -65,7 +68,7 @@ func newHub(opts hubOptions, logger *slog.Logger, m *serveMetrics) *hub {
 	if opts.retryAfter <= 0 {
 		opts.retryAfter = time.Second
 	}
-	h := &hub{opts: opts, logger: logger, metrics: m, perConn: map[*server]int{}, sessions: map[*server]struct{}{},
+	h := &hub{opts: opts, logger: logger, metrics: m, perConn: map[*server]int{}, sessions: map[*server]bool{},
 		poolDone: make(chan struct{})}
 	h.ctx, h.stop = context.WithCancel(context.Background())
 	if opts.pool > 0 {
@@ -239,25 +242,72 @@ func (h *hub) observeBridge(method string, d time.Duration) {
 	}
 }
 
-// addSession registers a session, or refuses it over --max-connections.
-func (h *hub) addSession(s *server) error {
+// addSession registers a new connection, or refuses it. counted: nothing
+// is to authenticate, so it counts toward --max-connections now; otherwise
+// it waits to authenticate (authenticated counts it then), and at most
+// --max-connections connections wait at once. So clients that connect and
+// never authenticate cannot take the places of those that do.
+func (h *hub) addSession(s *server, counted bool) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.opts.maxConns > 0 && len(h.sessions) >= h.opts.maxConns {
+	switch limit := h.opts.maxConns; {
+	case counted && limit > 0 && h.counted >= limit:
 		h.metrics.rejected(limitConnections)
 		return busyError(limitConnections, h.opts.retryAfter,
-			"the server has %d connections, its limit (--max-connections)", len(h.sessions))
+			"the server has %d connections, its limit (--max-connections)", h.counted)
+	case !counted && limit > 0 && h.waiting >= limit:
+		h.metrics.rejected(limitUnauthenticated)
+		return busyError(limitUnauthenticated, h.opts.retryAfter,
+			"%d connections wait to authenticate, the server's limit (--max-connections)", h.waiting)
+	case counted:
+		h.counted++
+	default:
+		h.waiting++
 	}
-	h.sessions[s] = struct{}{}
-	h.metrics.setConnections(len(h.sessions), true)
+	h.sessions[s] = counted
+	h.metrics.setConnections(h.counted, h.waiting, true)
+	return nil
+}
+
+// authenticated counts session s toward --max-connections now that it
+// has authenticated, or refuses it (busy) when the server has that many
+// (the caller then ends the session). It does nothing on a nil hub or a
+// session counted already.
+func (h *hub) authenticated(s *server) error {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if counted, ok := h.sessions[s]; !ok || counted {
+		return nil
+	}
+	if h.opts.maxConns > 0 && h.counted >= h.opts.maxConns {
+		h.metrics.rejected(limitConnections)
+		return busyError(limitConnections, h.opts.retryAfter,
+			"the server has %d connections, its limit (--max-connections); the connection is closed", h.counted)
+	}
+	h.waiting--
+	h.counted++
+	h.sessions[s] = true
+	h.metrics.setConnections(h.counted, h.waiting, false)
 	return nil
 }
 
 func (h *hub) removeSession(s *server) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	counted, ok := h.sessions[s]
+	if !ok {
+		return
+	}
+	if counted {
+		h.counted--
+	} else {
+		h.waiting--
+	}
 	delete(h.sessions, s)
-	h.metrics.setConnections(len(h.sessions), false)
+	h.metrics.setConnections(h.counted, h.waiting, false)
 }
 
 // busyRequests is the number of requests the sessions have not answered.
@@ -294,12 +344,6 @@ func (h *hub) endSessions(cause error) {
 	for s := range h.sessions {
 		s.cancel(cause)
 	}
-}
-
-func (h *hub) sessionCount() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.sessions)
 }
 
 // close stops the pool and destroys its idle sandboxes.
@@ -451,25 +495,31 @@ func (s *server) mustAuthenticate() bool { return s.token != nil && !s.authed }
 
 // authenticateFirst checks the first line of a session that needs a token:
 // it must be an authenticate request with the right token. Otherwise it
-// answers unauthorized and reports false (the session ends).
-func (s *server) authenticateFirst(line []byte) bool {
+// answers unauthorized and returns errUnauthorized; when the server has
+// --max-connections authenticated sessions, it answers busy and returns
+// errTooManyConns (either way, the session ends).
+func (s *server) authenticateFirst(line []byte) error {
 	if !s.mustAuthenticate() {
-		return true
+		return nil
 	}
 	m, err := decodeMessage(line)
-	if err == nil && m.Method == "authenticate" && s.tokenOK(m.Params) {
-		s.authed = true
-		if s.afterAuth != nil {
-			s.afterAuth()
-		}
-		return true
-	}
 	id := m.ID
 	if len(id) == 0 {
 		id = nullID
 	}
-	s.refuseUnauthenticated(id, "unauthorized: the first message must be "+authenticateShape+"; the connection is closed")
-	return false
+	if err != nil || m.Method != "authenticate" || !s.tokenOK(m.Params) {
+		s.refuseUnauthenticated(id, "unauthorized: the first message must be "+authenticateShape+"; the connection is closed")
+		return errUnauthorized
+	}
+	if err := s.hub.authenticated(s); err != nil {
+		s.send(errorResponse{"2.0", id, err.(*rpcError)})
+		return errTooManyConns
+	}
+	s.authed = true
+	if s.afterAuth != nil {
+		s.afterAuth()
+	}
+	return nil
 }
 
 // refuseUnauthenticated answers the request id (null: none) with the

@@ -187,7 +187,11 @@ func acceptLoop(ctx context.Context, ln net.Listener, h *hub, logger *slog.Logge
 		s := newServer(h.ctx, conn, logger.With("conn", n, "remote", conn.RemoteAddr().String()))
 		s.hub, s.token, s.requireWorker = h, token, o.requireWorker
 		s.maxMessage, s.maxInflight = int(o.maxMessage), o.maxInflight
-		if err := h.addSession(s); err != nil {
+		// A connection counts toward --max-connections once it has
+		// authenticated: with a token, by its first message; with only
+		// --client-ca, by the TLS handshake; with neither, at once.
+		certAuth := token == nil && o.clientCA != ""
+		if err := h.addSession(s, token == nil && !certAuth); err != nil {
 			// On its own goroutine: a TLS handshake could keep the accept loop waiting.
 			go func() {
 				s.logger.Warn("connection refused", "err", err)
@@ -201,7 +205,7 @@ func acceptLoop(ctx context.Context, ln net.Listener, h *hub, logger *slog.Logge
 		conns.Add(1)
 		go func() {
 			defer conns.Done()
-			serveConn(s, conn)
+			serveConn(s, conn, certAuth)
 			// Logged once the session is gone from the hub (and from the
 			// metrics): what follows the log line sees it gone.
 			h.removeSession(s)
@@ -231,14 +235,17 @@ func temporaryAccept(err error) (hint string, temporary bool) {
 }
 
 // handshakeTimeout bounds a TLS handshake and, with a token, the time from
-// connecting to authenticating: a client that does neither does not hold a
-// connection slot for long.
+// connecting to authenticating: a client that does neither does not hold
+// one of the places of the connections waiting to authenticate for long.
 const handshakeTimeout = 10 * time.Second
 
 // serveConn runs one session until the client disconnects (or the server
 // ends it): then every sandbox of the session is destroyed at once,
-// running executes included. The caller removes the session from the hub.
-func serveConn(s *server, conn net.Conn) {
+// running executes included. certAuth: the TLS handshake authenticates
+// the client (--client-ca without a token), so the session counts toward
+// --max-connections from then on. The caller removes the session from the
+// hub.
+func serveConn(s *server, conn net.Conn, certAuth bool) {
 	s.logger.Info("connected")
 	stop := context.AfterFunc(s.ctx, func() { conn.Close() })
 	defer stop()
@@ -251,6 +258,12 @@ func serveConn(s *server, conn net.Conn) {
 			s.logger.Warn("TLS handshake failed", "err", err)
 		}
 	}
+	if err == nil && certAuth {
+		if busy := s.hub.authenticated(s); busy != nil {
+			s.send(errorResponse{"2.0", nullID, busy.(*rpcError)})
+			err = errTooManyConns
+		}
+	}
 	if err == nil && s.token != nil {
 		conn.SetReadDeadline(time.Now().Add(handshakeTimeout))
 		s.afterAuth = func() { conn.SetReadDeadline(time.Time{}) }
@@ -259,7 +272,7 @@ func serveConn(s *server, conn net.Conn) {
 		err = s.readLoop(conn)
 	}
 	switch {
-	case errors.Is(err, errUnauthorized), errors.Is(err, errMessageTooLarge):
+	case errors.Is(err, errUnauthorized), errors.Is(err, errMessageTooLarge), errors.Is(err, errTooManyConns):
 		s.logger.Warn("closing the connection", "err", err)
 		lingerClose(conn)
 	case err != nil && s.ctx.Err() == nil:

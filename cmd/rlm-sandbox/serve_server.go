@@ -73,8 +73,9 @@ func newServer(ctx context.Context, out io.Writer, logger *slog.Logger) *server 
 
 // readLoop reads messages, one per line, until the input ends, a line is
 // longer than maxMessage, or the first message of a session that needs a
-// token does not authenticate, or a later one presents a wrong token (the
-// errors are answered first). Until
+// token does not authenticate (or finds the server at --max-connections),
+// or a later one presents a wrong token (the errors are answered first).
+// Until
 // the session has authenticated, a line may be at most preAuthMaxMessage
 // bytes.
 //
@@ -107,8 +108,8 @@ func (s *server) readLoop(in io.Reader) error {
 			return fmt.Errorf("read the client's messages: %w", err)
 		}
 		if t := bytes.TrimSpace(line); len(t) > 0 {
-			if !s.authenticateFirst(t) {
-				return errUnauthorized
+			if err := s.authenticateFirst(t); err != nil {
+				return err
 			}
 			s.handleLine(t)
 			if s.refused {
