@@ -846,12 +846,25 @@ func TestListenMetrics(t *testing.T) {
 func TestListenWarmPool(t *testing.T) {
 	srv := startListen(t, "--listen", unixAddr(t), "--metrics-listen", "127.0.0.1:0", "--pool", "2")
 	// /readyz waits for the pool: poll it (nothing else says when the pool is full).
-	for deadline := time.Now().Add(time.Minute); httpStatus(t, "http://"+srv.metrics+"/readyz") != 200; {
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz not 200 after a minute; stderr:\n%s", srv.stderr)
+	waitFull := func() {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); httpStatus(t, "http://"+srv.metrics+"/readyz") != 200; {
+			if time.Now().After(deadline) {
+				t.Fatalf("/readyz not 200 after a minute; stderr:\n%s", srv.stderr)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
+	// Full, the pool keeps --pool workers, and starts no other until a
+	// create takes one.
+	workers := func(want int) {
+		t.Helper()
+		if pids := childPIDs(t, srv.cmd.Process.Pid); len(pids) != want {
+			t.Fatalf("%d worker processes %v, want %d; stderr:\n%s", len(pids), pids, want, srv.stderr)
+		}
+	}
+	waitFull()
+	workers(2)
 	if idle := scrape(t, srv.metrics)["rlm_sandbox_pool_idle"]; idle != 2 {
 		t.Fatalf("pool_idle %v once ready", idle)
 	}
@@ -861,6 +874,8 @@ func TestListenWarmPool(t *testing.T) {
 	if pooled := fmt.Sprintf("pool=true worker_pid=%d ", int(r["pid"].(float64))); !strings.Contains(srv.stderr.String(), pooled) {
 		t.Fatalf("the sandbox (pid %v) is not one of the pool's:\n%s", r["pid"], srv.stderr)
 	}
+	waitFull()
+	workers(3) // the one taken, and two idle
 	c.nextID++
 	c.send(map[string]any{"jsonrpc": "2.0", "id": c.nextID, "method": "execute", "params": map[string]any{"sandbox": "s1", "code": "print(llm_query(context))"}})
 	var streamed string

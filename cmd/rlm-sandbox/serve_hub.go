@@ -58,6 +58,7 @@ type hub struct {
 	waiting  int              // sessions waiting to authenticate
 
 	pool     chan *pooled
+	room     chan struct{} // a token per place in the pool not idle nor being filled
 	poolDone chan struct{}
 }
 
@@ -73,6 +74,10 @@ func newHub(opts hubOptions, logger *slog.Logger, m *serveMetrics) *hub {
 	h.ctx, h.stop = context.WithCancel(context.Background())
 	if opts.pool > 0 {
 		h.pool = make(chan *pooled, opts.pool)
+		h.room = make(chan struct{}, opts.pool)
+		for range opts.pool {
+			h.room <- struct{}{}
+		}
 		go h.fillPool()
 	} else {
 		close(h.poolDone)
@@ -372,35 +377,48 @@ type pooled struct {
 	bound atomic.Pointer[supervisor.Config]
 }
 
+// fillPool keeps the pool full until h.ctx ends. It starts a sandbox only
+// for a place that is free (a token from h.room, given back when a create
+// takes a sandbox from the pool), so that at most opts.pool sandboxes are
+// idle or starting, never one more waiting for room.
 func (h *hub) fillPool() {
 	defer close(h.poolDone)
-	delay := time.Duration(0)
 	for {
-		if delay > 0 {
-			select {
-			case <-time.After(delay):
-			case <-h.ctx.Done():
-				return
-			}
+		select {
+		case <-h.room:
+		case <-h.ctx.Done():
+			return
 		}
+		p := h.startPooled()
+		if p == nil {
+			return // h.ctx ended
+		}
+		h.pool <- p // never waits: the place was free
+		h.metrics.setPoolIdle(len(h.pool))
+	}
+}
+
+// startPooled starts a warm sandbox, retrying a failed start after a
+// growing delay; nil once h.ctx has ended.
+func (h *hub) startPooled() *pooled {
+	for delay := time.Duration(0); ; {
 		p := &pooled{}
 		sb, err := supervisor.New(h.ctx, p.config(h.logger.With("pool", true), h.opts.requireWorker))
-		if err != nil {
-			if h.ctx.Err() != nil {
-				return
-			}
-			delay = min(max(2*delay, time.Second), time.Minute)
-			h.logger.Warn("warm pool: could not start a sandbox; retrying", "err", err, "in", delay)
-			continue
+		if err == nil {
+			p.sb = sb
+			return p
 		}
-		delay = 0
-		p.sb = sb
+		if h.ctx.Err() != nil {
+			return nil
+		}
+		delay = min(max(2*delay, time.Second), time.Minute)
+		h.logger.Warn("warm pool: could not start a sandbox; retrying", "err", err, "in", delay)
+		t := time.NewTimer(delay)
 		select {
-		case h.pool <- p:
-			h.metrics.setPoolIdle(len(h.pool))
+		case <-t.C:
 		case <-h.ctx.Done():
-			sb.Destroy()
-			return
+			t.Stop()
+			return nil
 		}
 	}
 }
@@ -456,6 +474,7 @@ func (h *hub) newSandbox(ctx context.Context, cfg supervisor.Config, p createPar
 		for {
 			select {
 			case w := <-h.pool:
+				h.room <- struct{}{} // never waits: the place was taken
 				h.metrics.setPoolIdle(len(h.pool))
 				if _, err := w.sb.Stats(ctx); err != nil { // died while idle
 					w.sb.Destroy()
