@@ -1069,4 +1069,22 @@ func TestListenFlags(t *testing.T) {
 			t.Errorf("%q: exit %d, want 2; stderr %s", args, code, stderr)
 		}
 	}
+	// A bad address is a usage error that names the flag and the forms it takes.
+	for _, tc := range []struct{ flag, value string }{
+		{"--listen", "foo"},
+		{"--listen", "/tmp/x.sock"},
+		{"--listen", "unix:"},
+		{"--listen", "unix:@abstract"},
+		{"--listen", "127.0.0.1:99999"},
+		{"--metrics-listen", "foo"},
+	} {
+		args := []string{"serve", tc.flag, tc.value}
+		if tc.flag != "--listen" {
+			args = append(args, "--listen", unixAddr(t))
+		}
+		_, stderr, code := runCLI(t, "", args...)
+		if code != 2 || !strings.Contains(stderr, tc.flag+` "`+tc.value+`"`) || !strings.Contains(stderr, "HOST:PORT") {
+			t.Errorf("%s %s: exit %d, want 2 and an error naming the flag and HOST:PORT; stderr %s", tc.flag, tc.value, code, stderr)
+		}
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,7 +31,16 @@ func runListen(parent context.Context, ios *iostreams, o *serveOptions) error {
 	if err != nil {
 		return err
 	}
-	network, addr, isUnix := parseListenAddr(o.listen)
+	network, addr, err := parseListenAddr(o.listen)
+	if err != nil {
+		return err
+	}
+	isUnix := network == "unix"
+	if o.metricsListen != "" {
+		if err := checkHostPort("--metrics-listen", o.metricsListen); err != nil {
+			return err
+		}
+	}
 	if !isUnix && token == nil && o.clientCA == "" && !o.insecureNoAuth {
 		return usageErrorf("--listen %s is TCP: give --token-file (or --client-ca), or --insecure-no-auth to serve anyone who connects", o.listen)
 	}
@@ -302,12 +312,48 @@ func lingerClose(conn net.Conn) {
 	io.Copy(io.Discard, conn)
 }
 
-// parseListenAddr splits --listen into a network and an address.
-func parseListenAddr(s string) (network, addr string, isUnix bool) {
+// listenForms says what --listen accepts, for the errors about it.
+const listenForms = "give unix:PATH (a Unix socket, created with mode 0600) or HOST:PORT (TCP: 127.0.0.1:7070, or :7070 for every address; port 0 picks a free one)"
+
+// parseListenAddr splits --listen into a network ("unix" or "tcp") and an
+// address. A value of neither form is a usage error. An abstract Unix
+// socket (unix:@NAME) is refused: it has no file mode, so any process in
+// the network namespace could connect to it.
+func parseListenAddr(s string) (network, addr string, err error) {
 	if p, ok := strings.CutPrefix(s, "unix:"); ok {
-		return "unix", p, true
+		switch {
+		case p == "":
+			return "", "", usageErrorf("--listen %q names no socket file; %s", s, listenForms)
+		case p[0] == '@' || p[0] == 0:
+			return "", "", usageErrorf("--listen %q: abstract Unix sockets are not supported (they have no file mode, so any local process could connect); %s", s, listenForms)
+		}
+		return "unix", p, nil
 	}
-	return "tcp", s, false
+	if err := checkHostPort("--listen", s); err != nil {
+		return "", "", err
+	}
+	return "tcp", s, nil
+}
+
+// checkHostPort checks that the value of flag is HOST:PORT with a numeric
+// port (HOST may be empty: every address).
+func checkHostPort(flag, s string) error {
+	forms := "give HOST:PORT (127.0.0.1:9090, or :9090 for every address)"
+	if flag == "--listen" {
+		forms = listenForms
+	}
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			err = errors.New(ae.Err) // without the address, which the message gives already
+		}
+		return usageErrorf("%s %q: %v; %s", flag, s, err, forms)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return usageErrorf("%s %q: the port must be a number from 0 to 65535; %s", flag, s, forms)
+	}
+	return nil
 }
 
 // listenOn listens; a Unix socket is created with mode 0600, replacing a
