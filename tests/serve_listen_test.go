@@ -583,6 +583,23 @@ func TestListenLimits(t *testing.T) {
 			t.Fatalf("a sandbox started over the budget:\n%s", srv.stderr)
 		}
 	})
+	t.Run("max output", func(t *testing.T) {
+		// The server holds an execution's output up to max_output
+		// characters a stream: --max-output-limit bounds what a create
+		// may ask, no cap (negative) included.
+		srv := startListen(t, "--listen", unixAddr(t), "--max-output-limit", "100000")
+		c := srv.dial(t)
+		for _, mo := range []int{-1, 100001} {
+			if code, _ := rpcErr(t, c.request("create", map[string]any{"max_output": mo})); code != -32602 {
+				t.Fatalf("max_output %d: code %d, want -32602", mo, code)
+			}
+		}
+		resultOf(t, c.request("create", map[string]any{"max_output": 100000}))
+		resultOf(t, c.request("create", map[string]any{}))
+		if n := strings.Count(srv.stderr.String(), "sandbox started"); n != 2 {
+			t.Fatalf("%d sandboxes started, want 2:\n%s", n, srv.stderr)
+		}
+	})
 	t.Run("message size", func(t *testing.T) {
 		srv := startListen(t, "--listen", unixAddr(t), "--max-message", "1K")
 		c := srv.dial(t)
@@ -1063,6 +1080,8 @@ func TestListenFlags(t *testing.T) {
 		{"serve", "--stdio", "--listen", "unix:/tmp/x.sock"},
 		{"serve", "--listen", "127.0.0.1:0", "--tls-cert", "/nonexistent"},
 		{"serve", "--listen", "unix:/tmp/x.sock", "--log-format", "xml"},
+		{"serve", "--listen", "unix:/tmp/x.sock", "--max-output-limit", "1000"}, // below the default max_output
+		{"serve", "--stdio", "--max-output-limit", "100000"},
 	} {
 		_, stderr, code := runCLI(t, "", args...)
 		if code != 2 {

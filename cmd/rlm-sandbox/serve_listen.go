@@ -18,6 +18,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
 )
 
 // runListen is serve --listen: every connection is a session of the
@@ -36,6 +38,10 @@ func runListen(parent context.Context, ios *iostreams, o *serveOptions) error {
 		return err
 	}
 	isUnix := network == "unix"
+	if o.maxOutputLimit != 0 && o.maxOutputLimit < supervisor.DefaultMaxOutputLength {
+		return usageErrorf("--max-output-limit %d: at least %d (the max_output of a create that gives none), or 0 for no limit",
+			o.maxOutputLimit, supervisor.DefaultMaxOutputLength)
+	}
 	if o.metricsListen != "" {
 		if err := checkHostPort("--metrics-listen", o.metricsListen); err != nil {
 			return err
@@ -196,7 +202,7 @@ func acceptLoop(ctx context.Context, ln net.Listener, h *hub, logger *slog.Logge
 		n++
 		s := newServer(h.ctx, conn, logger.With("conn", n, "remote", conn.RemoteAddr().String()))
 		s.hub, s.token, s.requireWorker = h, token, o.requireWorker
-		s.maxMessage, s.maxInflight = int(o.maxMessage), o.maxInflight
+		s.maxMessage, s.maxInflight, s.maxOutputLimit = int(o.maxMessage), o.maxInflight, o.maxOutputLimit
 		// A connection counts toward --max-connections once it has
 		// authenticated: with a token, by its first message; with only
 		// --client-ca, by the TLS handshake; with neither, at once.

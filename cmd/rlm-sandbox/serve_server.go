@@ -54,6 +54,9 @@ type server struct {
 	afterAuth   func() // called once authenticated; may be nil
 	maxMessage  int    // bytes in one line; 0: no limit
 	maxInflight int    // requests read and not yet answered; 0: no limit
+	// The largest max_output a create may ask for (no cap, negative, is
+	// refused too); 0: no limit.
+	maxOutputLimit int
 
 	requireWorker bool // --require-worker: a create without "direct" needs a worker
 }
