@@ -122,6 +122,7 @@ func runListen(parent context.Context, ios *iostreams, o *serveOptions) error {
 		// be served, so the server ends, with the sessions it has.
 		failed = fmt.Errorf("accept connections on %s: %w", o.listen, err)
 		logger.Error("accept failed: stopping", "err", err)
+		stopListening()
 		h.drain.Store(true)
 		hard = true
 	case <-parent.Done():

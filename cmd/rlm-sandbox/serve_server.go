@@ -78,9 +78,8 @@ func newServer(ctx context.Context, out io.Writer, logger *slog.Logger) *server 
 // longer than maxMessage, or the first message of a session that needs a
 // token does not authenticate (or finds the server at --max-connections),
 // or a later one presents a wrong token (the errors are answered first).
-// Until
-// the session has authenticated, a line may be at most preAuthMaxMessage
-// bytes.
+// Until the session has authenticated, a line may be at most
+// preAuthMaxMessage bytes.
 //
 // At the end of the input, a last line without its newline is a message
 // too; a line cut short by a read that failed (a deadline passed, the
