@@ -32,5 +32,7 @@ USER 10001:10001
 # 7070: JSON-RPC (serve --listen); 9090: /metrics, /healthz, /readyz.
 EXPOSE 7070 9090
 ENTRYPOINT ["rlm-sandbox"]
+# --require-worker: a sandbox whose rlm-worker cannot start fails to be
+# created rather than run its code unconfined inside the server.
 CMD ["serve", "--listen", "0.0.0.0:7070", "--token-file", "/etc/rlm-sandbox/token", \
-	"--metrics-listen", "0.0.0.0:9090", "--log-format", "json"]
+	"--metrics-listen", "0.0.0.0:9090", "--log-format", "json", "--require-worker"]

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -49,8 +50,14 @@ var (
 // listens.
 func startListen(t *testing.T, args ...string) *listenServer {
 	t.Helper()
-	s := &listenServer{t: t, stderr: newWatchedBuffer(), done: make(chan struct{}), network: "tcp"}
-	s.cmd = osexec.Command(cliBin(t), append([]string{"serve"}, args...)...)
+	return startListenCommand(t, osexec.Command(cliBin(t), append([]string{"serve"}, args...)...), args...)
+}
+
+// startListenCommand starts the server with cmd, which runs rlm-sandbox
+// serve with args (through a shell, say), and waits until it listens.
+func startListenCommand(t *testing.T, cmd *osexec.Cmd, args ...string) *listenServer {
+	t.Helper()
+	s := &listenServer{t: t, cmd: cmd, stderr: newWatchedBuffer(), done: make(chan struct{}), network: "tcp"}
 	s.cmd.Stderr = s.stderr
 	for _, a := range args {
 		if strings.HasPrefix(a, "unix:") {
@@ -356,6 +363,40 @@ func TestListenAuth(t *testing.T) {
 	t.Run("empty", func(t *testing.T) {
 		refused(t, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "authenticate", "params": map[string]any{}})
 	})
+	t.Run("long first line", func(t *testing.T) {
+		// Refused once past 64 KiB, without waiting for the line to end
+		// (it never does): the server does not buffer --max-message
+		// bytes for a client without the token.
+		c := srv.dial(t)
+		go c.conn.Write(bytes.Repeat([]byte("a"), 1<<20)) // fails once the server closes
+		m, ok := c.next(time.Minute)
+		if !ok {
+			t.Fatalf("closed without an error; stderr:\n%s", srv.stderr)
+		}
+		if code, data := rpcErr(t, m); code != codeUnauthorized || data["kind"] != "unauthorized" || m["id"] != nil {
+			t.Fatalf("%v", m)
+		}
+		c.closed(time.Minute)
+	})
+	t.Run("wrong after right", func(t *testing.T) {
+		// A wrong token later in the session closes it too: the version
+		// sent after it is never answered.
+		c := srv.dial(t)
+		resultOf(t, c.request("authenticate", map[string]any{"token": "s3cret-token"}))
+		resultOf(t, c.request("authenticate", map[string]any{"token": "s3cret-token"}))
+		c.send(map[string]any{"jsonrpc": "2.0", "id": 3, "method": "authenticate", "params": map[string]any{"token": "guess"}})
+		c.send(map[string]any{"jsonrpc": "2.0", "id": 4, "method": "version"})
+		m, ok := c.next(time.Minute)
+		if !ok {
+			t.Fatal("closed without an error")
+		}
+		if code, data := rpcErr(t, m); code != codeUnauthorized || data["kind"] != "unauthorized" || m["id"] != 3.0 {
+			t.Fatalf("%v", m)
+		}
+		if m, ok := c.next(time.Minute); ok {
+			t.Fatalf("answered after a wrong token: %v", m)
+		}
+	})
 	t.Run("right", func(t *testing.T) {
 		c := srv.dial(t)
 		resultOf(t, c.request("authenticate", map[string]any{"token": "s3cret-token"}))
@@ -447,15 +488,36 @@ func TestListenTLS(t *testing.T) {
 		}
 	})
 	t.Run("mutual TLS", func(t *testing.T) {
-		srv := startListen(t, "--listen", "127.0.0.1:0", "--tls-cert", certFile, "--tls-key", keyFile, "--client-ca", caFile)
-		conn, err := tls.Dial("tcp", srv.addr, &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{clientCert}})
-		if err != nil {
-			t.Fatal(err)
+		srv := startListen(t, "--listen", "127.0.0.1:0", "--tls-cert", certFile, "--tls-key", keyFile, "--client-ca", caFile,
+			"--max-connections", "2")
+		// A connection without a handshake waits to authenticate: it
+		// does not take the place of one with a certificate. The
+		// handshake counts a connection toward --max-connections.
+		silent := srv.dial(t)
+		srv.stderr.waitFor(t, "msg=connected conn=1 ", time.Minute)
+		mtls := func() *netClient {
+			conn, err := tls.Dial("tcp", srv.addr, &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{clientCert}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return newNetClient(t, srv, conn)
 		}
-		c := newNetClient(t, srv, conn)
-		if r := resultOf(t, c.request("version", nil)); r["protocol"] != 1.0 {
-			t.Fatalf("%v", r)
+		for range 2 {
+			if r := resultOf(t, mtls().request("version", nil)); r["protocol"] != 1.0 {
+				t.Fatalf("%v", r)
+			}
 		}
+		c := mtls()
+		if m, ok := c.next(time.Minute); !ok {
+			t.Fatal("closed without an error")
+		} else if code, data := rpcErr(t, m); code != codeBusy || data["limit"] != "max_connections" {
+			t.Fatalf("%v", m)
+		}
+		c.closed(time.Minute)
+		c.conn.Close()
+		silent.conn.Close()
+		srv.stderr.waitFor(t, "msg=disconnected conn=1 ", time.Minute)
+		srv.stderr.waitFor(t, "msg=disconnected conn=4 ", time.Minute)
 		// Without a client certificate, the handshake fails: nothing is answered.
 		conn2, err := tls.Dial("tcp", srv.addr, &tls.Config{RootCAs: roots})
 		if err == nil {
@@ -521,6 +583,23 @@ func TestListenLimits(t *testing.T) {
 			t.Fatalf("a sandbox started over the budget:\n%s", srv.stderr)
 		}
 	})
+	t.Run("max output", func(t *testing.T) {
+		// The server holds an execution's output up to max_output
+		// characters a stream: --max-output-limit bounds what a create
+		// may ask, no cap (negative) included.
+		srv := startListen(t, "--listen", unixAddr(t), "--max-output-limit", "100000")
+		c := srv.dial(t)
+		for _, mo := range []int{-1, 100001} {
+			if code, _ := rpcErr(t, c.request("create", map[string]any{"max_output": mo})); code != -32602 {
+				t.Fatalf("max_output %d: code %d, want -32602", mo, code)
+			}
+		}
+		resultOf(t, c.request("create", map[string]any{"max_output": 100000}))
+		resultOf(t, c.request("create", map[string]any{}))
+		if n := strings.Count(srv.stderr.String(), "sandbox started"); n != 2 {
+			t.Fatalf("%d sandboxes started, want 2:\n%s", n, srv.stderr)
+		}
+	})
 	t.Run("message size", func(t *testing.T) {
 		srv := startListen(t, "--listen", unixAddr(t), "--max-message", "1K")
 		c := srv.dial(t)
@@ -534,6 +613,100 @@ func TestListenLimits(t *testing.T) {
 		}
 		c.closed(time.Minute)
 	})
+}
+
+// TestListenUnauthenticated: with a token, a connection counts toward
+// --max-connections once it has authenticated, and the connections
+// waiting to authenticate are bounded apart (as many as
+// --max-connections): a silent connection does not take the place of a
+// client that authenticates.
+func TestListenUnauthenticated(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("tok"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := startListen(t, "--listen", unixAddr(t), "--token-file", tokenFile, "--max-connections", "2", "--metrics-listen", "127.0.0.1:0")
+	auth := func(c *netClient) map[string]any { return c.request("authenticate", map[string]any{"token": "tok"}) }
+	a := srv.dial(t) // conn=1
+	resultOf(t, auth(a))
+	silent := srv.dial(t) // conn=2
+	srv.stderr.waitFor(t, "msg=connected conn=2 ", time.Minute)
+	b := srv.dial(t) // conn=3: the second to authenticate, next to a silent one
+	resultOf(t, auth(b))
+	resultOf(t, b.request("version", nil))
+
+	// A third client to authenticate is refused, in the answer to its authenticate.
+	c := srv.dial(t) // conn=4
+	if code, data := rpcErr(t, auth(c)); code != codeBusy || data["limit"] != "max_connections" {
+		t.Fatalf("code %d %v", code, data)
+	}
+	c.closed(time.Minute)
+	c.conn.Close()
+	srv.stderr.waitFor(t, "msg=disconnected conn=4 ", time.Minute)
+
+	// Two may wait to authenticate: silent and silent2; a third is refused at once.
+	silent2 := srv.dial(t) // conn=5
+	srv.stderr.waitFor(t, "msg=connected conn=5 ", time.Minute)
+	d := srv.dial(t) // conn=6
+	m, ok := d.next(time.Minute)
+	if !ok {
+		t.Fatal("closed without an error")
+	}
+	if code, data := rpcErr(t, m); code != codeBusy || data["limit"] != "max_unauthenticated" || m["id"] != nil {
+		t.Fatalf("%v", m)
+	}
+	d.closed(time.Minute)
+	met := scrape(t, srv.metrics)
+	for k, v := range map[string]float64{
+		"rlm_sandbox_connections":                                  2,
+		"rlm_sandbox_connections_unauthenticated":                  2,
+		`rlm_sandbox_rejected_total{reason="max_connections"}`:     1,
+		`rlm_sandbox_rejected_total{reason="max_unauthenticated"}`: 1,
+	} {
+		if got, ok := met[k]; !ok || got != v {
+			t.Errorf("%s = %v (present %v), want %v", k, got, ok, v)
+		}
+	}
+
+	// Once a has gone, a connection that waited may take its place.
+	a.conn.Close()
+	srv.stderr.waitFor(t, "msg=disconnected conn=1 ", time.Minute)
+	resultOf(t, auth(silent))
+	resultOf(t, silent.request("version", nil))
+	silent2.conn.Close()
+}
+
+// TestListenOutOfFiles: when the server runs out of file descriptors, it
+// logs the failed accept and retries, and serves new clients once some
+// connections have closed (it used to end, with status 0, at the first
+// such failure).
+func TestListenOutOfFiles(t *testing.T) {
+	const nofile = 64
+	args := []string{"serve", "--listen", unixAddr(t)}
+	// The limit is set by a shell: both soft and hard, so that the Go
+	// runtime cannot raise it.
+	cmd := osexec.Command("sh", append([]string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, nofile), cliBin(t)}, args...)...)
+	srv := startListenCommand(t, cmd, args[1:]...)
+	var idle []net.Conn
+	for range nofile { // more than the server has descriptors left
+		c, err := net.Dial("unix", srv.addr) // the kernel queues what the server does not accept
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, c)
+	}
+	srv.stderr.waitFor(t, `msg="accept failed; retrying"`, time.Minute)
+	for _, c := range idle {
+		c.Close()
+	}
+	c := srv.dial(t)
+	if r := resultOf(t, c.request("version", nil)); r["protocol"] != 1.0 {
+		t.Fatalf("%v", r)
+	}
+	srv.cmd.Process.Signal(syscall.SIGTERM)
+	if code := srv.exit(time.Minute); code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", code, srv.stderr)
+	}
 }
 
 func TestListenDisconnectMidExecute(t *testing.T) {
@@ -690,12 +863,25 @@ func TestListenMetrics(t *testing.T) {
 func TestListenWarmPool(t *testing.T) {
 	srv := startListen(t, "--listen", unixAddr(t), "--metrics-listen", "127.0.0.1:0", "--pool", "2")
 	// /readyz waits for the pool: poll it (nothing else says when the pool is full).
-	for deadline := time.Now().Add(time.Minute); httpStatus(t, "http://"+srv.metrics+"/readyz") != 200; {
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz not 200 after a minute; stderr:\n%s", srv.stderr)
+	waitFull := func() {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); httpStatus(t, "http://"+srv.metrics+"/readyz") != 200; {
+			if time.Now().After(deadline) {
+				t.Fatalf("/readyz not 200 after a minute; stderr:\n%s", srv.stderr)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
+	// Full, the pool keeps --pool workers, and starts no other until a
+	// create takes one.
+	workers := func(want int) {
+		t.Helper()
+		if pids := childPIDs(t, srv.cmd.Process.Pid); len(pids) != want {
+			t.Fatalf("%d worker processes %v, want %d; stderr:\n%s", len(pids), pids, want, srv.stderr)
+		}
+	}
+	waitFull()
+	workers(2)
 	if idle := scrape(t, srv.metrics)["rlm_sandbox_pool_idle"]; idle != 2 {
 		t.Fatalf("pool_idle %v once ready", idle)
 	}
@@ -705,6 +891,8 @@ func TestListenWarmPool(t *testing.T) {
 	if pooled := fmt.Sprintf("pool=true worker_pid=%d ", int(r["pid"].(float64))); !strings.Contains(srv.stderr.String(), pooled) {
 		t.Fatalf("the sandbox (pid %v) is not one of the pool's:\n%s", r["pid"], srv.stderr)
 	}
+	waitFull()
+	workers(3) // the one taken, and two idle
 	c.nextID++
 	c.send(map[string]any{"jsonrpc": "2.0", "id": c.nextID, "method": "execute", "params": map[string]any{"sandbox": "s1", "code": "print(llm_query(context))"}})
 	var streamed string
@@ -892,10 +1080,30 @@ func TestListenFlags(t *testing.T) {
 		{"serve", "--stdio", "--listen", "unix:/tmp/x.sock"},
 		{"serve", "--listen", "127.0.0.1:0", "--tls-cert", "/nonexistent"},
 		{"serve", "--listen", "unix:/tmp/x.sock", "--log-format", "xml"},
+		{"serve", "--listen", "unix:/tmp/x.sock", "--max-output-limit", "1000"}, // below the default max_output
+		{"serve", "--stdio", "--max-output-limit", "100000"},
 	} {
 		_, stderr, code := runCLI(t, "", args...)
 		if code != 2 {
 			t.Errorf("%q: exit %d, want 2; stderr %s", args, code, stderr)
+		}
+	}
+	// A bad address is a usage error that names the flag and the forms it takes.
+	for _, tc := range []struct{ flag, value string }{
+		{"--listen", "foo"},
+		{"--listen", "/tmp/x.sock"},
+		{"--listen", "unix:"},
+		{"--listen", "unix:@abstract"},
+		{"--listen", "127.0.0.1:99999"},
+		{"--metrics-listen", "foo"},
+	} {
+		args := []string{"serve", tc.flag, tc.value}
+		if tc.flag != "--listen" {
+			args = append(args, "--listen", unixAddr(t))
+		}
+		_, stderr, code := runCLI(t, "", args...)
+		if code != 2 || !strings.Contains(stderr, tc.flag+` "`+tc.value+`"`) || !strings.Contains(stderr, "HOST:PORT") {
+			t.Errorf("%s %s: exit %d, want 2 and an error naming the flag and HOST:PORT; stderr %s", tc.flag, tc.value, code, stderr)
 		}
 	}
 }

@@ -27,6 +27,7 @@ type serveOptions struct {
 	tlsKey         string
 	clientCA       string
 	maxMessage     byteSize
+	maxOutputLimit int
 	maxInflight    int
 	maxConns       int
 	maxSandboxes   int
@@ -105,8 +106,9 @@ details.`,
 	f.StringVar(&o.clientCA, "client-ca", "", "require client certificates signed by the CA in `FILE` (mutual TLS)")
 	o.maxMessage = 64 << 20
 	f.Var(&o.maxMessage, "max-message", "longest message a client may send (bytes; K, M, G suffixes)")
+	f.IntVar(&o.maxOutputLimit, "max-output-limit", 0, "the largest max_output a create may ask for, in characters; no cap (negative) is refused too (0: no limit)")
 	f.IntVar(&o.maxInflight, "max-inflight", 256, "requests per connection read and not yet answered (0: no limit)")
-	f.IntVar(&o.maxConns, "max-connections", 0, "connections at once; more are answered busy (0: no limit)")
+	f.IntVar(&o.maxConns, "max-connections", 0, "authenticated connections at once, and as many waiting to authenticate; more are answered busy (0: no limit)")
 	f.IntVar(&o.maxSandboxes, "max-sandboxes", 0, "sandboxes at once in all connections (0: no limit)")
 	f.IntVar(&o.maxPerConn, "max-sandboxes-per-connection", 0, "sandboxes at once in one connection (0: no limit)")
 	f.Var(&o.memoryBudget, "memory-budget", "total worker RSS to admit new sandboxes under (bytes; K, M, G suffixes; 0: none)")

@@ -18,6 +18,7 @@ import (
 var (
 	errMessageTooLarge = errors.New("a message exceeded the size limit")
 	errUnauthorized    = errors.New("the client did not authenticate")
+	errTooManyConns    = errors.New("the client authenticated with the server at --max-connections")
 	errServerDrained   = errors.New("the server shut down (drain over)")
 	errDisconnected    = errors.New("the client disconnected")
 )
@@ -27,7 +28,7 @@ type hubOptions struct {
 	maxSandboxes  int    // in all sessions; 0: no limit
 	maxPerConn    int    // in one session; 0: no limit
 	memoryBudget  uint64 // bytes of worker RSS; 0: no budget
-	maxConns      int    // sessions at once; 0: no limit
+	maxConns      int    // authenticated sessions at once, and as many waiting to authenticate; 0: no limit
 	pool          int    // warm sandboxes kept started
 	retryAfter    time.Duration
 	estimatedRSS  uint64 // a sandbox's RSS before it is measured
@@ -48,13 +49,16 @@ type hub struct {
 	drain atomic.Bool
 
 	mu       sync.Mutex
-	live     int             // sandboxes admitted and not ended
-	perConn  map[*server]int // the same by session
-	measured int             // live sandboxes whose RSS is known
-	rss      uint64          // their RSS, summed
-	sessions map[*server]struct{}
+	live     int              // sandboxes admitted and not ended
+	perConn  map[*server]int  // the same by session
+	measured int              // live sandboxes whose RSS is known
+	rss      uint64           // their RSS, summed
+	sessions map[*server]bool // every connection; true once it counts toward maxConns
+	counted  int              // sessions authenticated (or with nothing to authenticate)
+	waiting  int              // sessions waiting to authenticate
 
 	pool     chan *pooled
+	room     chan struct{} // a token per place in the pool not idle nor being filled
 	poolDone chan struct{}
 }
 
@@ -65,11 +69,15 @@ func newHub(opts hubOptions, logger *slog.Logger, m *serveMetrics) *hub {
 	if opts.retryAfter <= 0 {
 		opts.retryAfter = time.Second
 	}
-	h := &hub{opts: opts, logger: logger, metrics: m, perConn: map[*server]int{}, sessions: map[*server]struct{}{},
+	h := &hub{opts: opts, logger: logger, metrics: m, perConn: map[*server]int{}, sessions: map[*server]bool{},
 		poolDone: make(chan struct{})}
 	h.ctx, h.stop = context.WithCancel(context.Background())
 	if opts.pool > 0 {
 		h.pool = make(chan *pooled, opts.pool)
+		h.room = make(chan struct{}, opts.pool)
+		for range opts.pool {
+			h.room <- struct{}{}
+		}
 		go h.fillPool()
 	} else {
 		close(h.poolDone)
@@ -227,31 +235,84 @@ func (h *hub) observeExecute(ce *supervisor.CodeExecution, err error, d time.Dur
 	h.metrics.execution(outcome, d)
 }
 
+func (h *hub) rejected(reason string) {
+	if h != nil {
+		h.metrics.rejected(reason)
+	}
+}
+
 func (h *hub) observeBridge(method string, d time.Duration) {
 	if h != nil {
 		h.metrics.bridge(method, d)
 	}
 }
 
-// addSession registers a session, or refuses it over --max-connections.
-func (h *hub) addSession(s *server) error {
+// addSession registers a new connection, or refuses it. counted: nothing
+// is to authenticate, so it counts toward --max-connections now; otherwise
+// it waits to authenticate (authenticated counts it then), and at most
+// --max-connections connections wait at once. So clients that connect and
+// never authenticate cannot take the places of those that do.
+func (h *hub) addSession(s *server, counted bool) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.opts.maxConns > 0 && len(h.sessions) >= h.opts.maxConns {
+	switch limit := h.opts.maxConns; {
+	case counted && limit > 0 && h.counted >= limit:
 		h.metrics.rejected(limitConnections)
 		return busyError(limitConnections, h.opts.retryAfter,
-			"the server has %d connections, its limit (--max-connections)", len(h.sessions))
+			"the server has %d connections, its limit (--max-connections)", h.counted)
+	case !counted && limit > 0 && h.waiting >= limit:
+		h.metrics.rejected(limitUnauthenticated)
+		return busyError(limitUnauthenticated, h.opts.retryAfter,
+			"%d connections wait to authenticate, the server's limit (--max-connections)", h.waiting)
+	case counted:
+		h.counted++
+	default:
+		h.waiting++
 	}
-	h.sessions[s] = struct{}{}
-	h.metrics.setConnections(len(h.sessions), true)
+	h.sessions[s] = counted
+	h.metrics.setConnections(h.counted, h.waiting, true)
+	return nil
+}
+
+// authenticated counts session s toward --max-connections now that it
+// has authenticated, or refuses it (busy) when the server has that many
+// (the caller then ends the session). It does nothing on a nil hub or a
+// session counted already.
+func (h *hub) authenticated(s *server) error {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if counted, ok := h.sessions[s]; !ok || counted {
+		return nil
+	}
+	if h.opts.maxConns > 0 && h.counted >= h.opts.maxConns {
+		h.metrics.rejected(limitConnections)
+		return busyError(limitConnections, h.opts.retryAfter,
+			"the server has %d connections, its limit (--max-connections); the connection is closed", h.counted)
+	}
+	h.waiting--
+	h.counted++
+	h.sessions[s] = true
+	h.metrics.setConnections(h.counted, h.waiting, false)
 	return nil
 }
 
 func (h *hub) removeSession(s *server) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	counted, ok := h.sessions[s]
+	if !ok {
+		return
+	}
+	if counted {
+		h.counted--
+	} else {
+		h.waiting--
+	}
 	delete(h.sessions, s)
-	h.metrics.setConnections(len(h.sessions), false)
+	h.metrics.setConnections(h.counted, h.waiting, false)
 }
 
 // busyRequests is the number of requests the sessions have not answered.
@@ -290,12 +351,6 @@ func (h *hub) endSessions(cause error) {
 	}
 }
 
-func (h *hub) sessionCount() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.sessions)
-}
-
 // close stops the pool and destroys its idle sandboxes.
 func (h *hub) close() {
 	h.stop()
@@ -322,35 +377,48 @@ type pooled struct {
 	bound atomic.Pointer[supervisor.Config]
 }
 
+// fillPool keeps the pool full until h.ctx ends. It starts a sandbox only
+// for a place that is free (a token from h.room, given back when a create
+// takes a sandbox from the pool), so that at most opts.pool sandboxes are
+// idle or starting, never one more waiting for room.
 func (h *hub) fillPool() {
 	defer close(h.poolDone)
-	delay := time.Duration(0)
 	for {
-		if delay > 0 {
-			select {
-			case <-time.After(delay):
-			case <-h.ctx.Done():
-				return
-			}
+		select {
+		case <-h.room:
+		case <-h.ctx.Done():
+			return
 		}
+		p := h.startPooled()
+		if p == nil {
+			return // h.ctx ended
+		}
+		h.pool <- p // never waits: the place was free
+		h.metrics.setPoolIdle(len(h.pool))
+	}
+}
+
+// startPooled starts a warm sandbox, retrying a failed start after a
+// growing delay; nil once h.ctx has ended.
+func (h *hub) startPooled() *pooled {
+	for delay := time.Duration(0); ; {
 		p := &pooled{}
 		sb, err := supervisor.New(h.ctx, p.config(h.logger.With("pool", true), h.opts.requireWorker))
-		if err != nil {
-			if h.ctx.Err() != nil {
-				return
-			}
-			delay = min(max(2*delay, time.Second), time.Minute)
-			h.logger.Warn("warm pool: could not start a sandbox; retrying", "err", err, "in", delay)
-			continue
+		if err == nil {
+			p.sb = sb
+			return p
 		}
-		delay = 0
-		p.sb = sb
+		if h.ctx.Err() != nil {
+			return nil
+		}
+		delay = min(max(2*delay, time.Second), time.Minute)
+		h.logger.Warn("warm pool: could not start a sandbox; retrying", "err", err, "in", delay)
+		t := time.NewTimer(delay)
 		select {
-		case h.pool <- p:
-			h.metrics.setPoolIdle(len(h.pool))
+		case <-t.C:
 		case <-h.ctx.Done():
-			sb.Destroy()
-			return
+			t.Stop()
+			return nil
 		}
 	}
 }
@@ -406,6 +474,7 @@ func (h *hub) newSandbox(ctx context.Context, cfg supervisor.Config, p createPar
 		for {
 			select {
 			case w := <-h.pool:
+				h.room <- struct{}{} // never waits: the place was taken
 				h.metrics.setPoolIdle(len(h.pool))
 				if _, err := w.sb.Stats(ctx); err != nil { // died while idle
 					w.sb.Destroy()
@@ -430,29 +499,53 @@ type tokenParams struct {
 	Token string `json:"token"`
 }
 
+// preAuthMaxMessage bounds a line read before a session that needs a
+// token has authenticated: an authenticate message is small, and a client
+// without the token must not make the server buffer --max-message bytes
+// (64 MiB by default) per connection.
+const preAuthMaxMessage = 64 << 10
+
+// authenticateShape is what the first message of a session that needs a
+// token must be, for the errors that say so.
+const authenticateShape = `{"method": "authenticate", "params": {"token": …}} with the server's token`
+
+// mustAuthenticate: the session needs a token and has not presented it.
+func (s *server) mustAuthenticate() bool { return s.token != nil && !s.authed }
+
 // authenticateFirst checks the first line of a session that needs a token:
 // it must be an authenticate request with the right token. Otherwise it
-// answers unauthorized and reports false (the session ends).
-func (s *server) authenticateFirst(line []byte) bool {
-	if s.token == nil || s.authed {
-		return true
+// answers unauthorized and returns errUnauthorized; when the server has
+// --max-connections authenticated sessions, it answers busy and returns
+// errTooManyConns (either way, the session ends).
+func (s *server) authenticateFirst(line []byte) error {
+	if !s.mustAuthenticate() {
+		return nil
 	}
 	m, err := decodeMessage(line)
-	if err == nil && m.Method == "authenticate" && s.tokenOK(m.Params) {
-		s.authed = true
-		if s.afterAuth != nil {
-			s.afterAuth()
-		}
-		return true
-	}
 	id := m.ID
 	if len(id) == 0 {
 		id = nullID
 	}
-	s.send(errorResponse{"2.0", id, newRPCError(codeUnauthorized, kindUnauthorized,
-		`unauthorized: the first message must be {"method": "authenticate", "params": {"token": …}} with the server's token; the connection is closed`)})
-	s.hub.metrics.rejected("unauthorized")
-	return false
+	if err != nil || m.Method != "authenticate" || !s.tokenOK(m.Params) {
+		s.refuseUnauthenticated(id, "unauthorized: the first message must be "+authenticateShape+"; the connection is closed")
+		return errUnauthorized
+	}
+	if err := s.hub.authenticated(s); err != nil {
+		s.send(errorResponse{"2.0", id, err.(*rpcError)})
+		return errTooManyConns
+	}
+	s.authed = true
+	if s.afterAuth != nil {
+		s.afterAuth()
+	}
+	return nil
+}
+
+// refuseUnauthenticated answers the request id (null: none) with the
+// unauthorized error; the caller then closes the connection.
+func (s *server) refuseUnauthenticated(id json.RawMessage, message string) {
+	s.send(errorResponse{"2.0", id, newRPCError(codeUnauthorized, kindUnauthorized, "%s", message)})
+	s.hub.rejected("unauthorized")
 }
 
 func (s *server) tokenOK(raw json.RawMessage) bool {
@@ -464,7 +557,9 @@ func (s *server) tokenOK(raw json.RawMessage) bool {
 }
 
 // authenticate answers the authenticate method: {} when the token is right
-// or none is needed (so a client may always send it).
+// or none is needed (so a client may always send it). A wrong token, even
+// after a right one, is answered unauthorized and ends the session once
+// its line is handled, as a wrong first message does.
 func (s *server) authenticate(raw json.RawMessage, done doneFunc) {
 	if s.token == nil {
 		if err := decodeParams(raw, &tokenParams{}); err != nil {
@@ -472,7 +567,9 @@ func (s *server) authenticate(raw json.RawMessage, done doneFunc) {
 			return
 		}
 	} else if !s.tokenOK(raw) {
-		done(nil, newRPCError(codeUnauthorized, kindUnauthorized, "unauthorized: wrong token"))
+		s.refused = true
+		s.hub.rejected("unauthorized")
+		done(nil, newRPCError(codeUnauthorized, kindUnauthorized, "unauthorized: wrong token; the connection is closed"))
 		return
 	}
 	done(struct{}{}, nil)

@@ -13,10 +13,13 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
 )
 
 // runListen is serve --listen: every connection is a session of the
@@ -30,7 +33,20 @@ func runListen(parent context.Context, ios *iostreams, o *serveOptions) error {
 	if err != nil {
 		return err
 	}
-	network, addr, isUnix := parseListenAddr(o.listen)
+	network, addr, err := parseListenAddr(o.listen)
+	if err != nil {
+		return err
+	}
+	isUnix := network == "unix"
+	if o.maxOutputLimit != 0 && o.maxOutputLimit < supervisor.DefaultMaxOutputLength {
+		return usageErrorf("--max-output-limit %d: at least %d (the max_output of a create that gives none), or 0 for no limit",
+			o.maxOutputLimit, supervisor.DefaultMaxOutputLength)
+	}
+	if o.metricsListen != "" {
+		if err := checkHostPort("--metrics-listen", o.metricsListen); err != nil {
+			return err
+		}
+	}
 	if !isUnix && token == nil && o.clientCA == "" && !o.insecureNoAuth {
 		return usageErrorf("--listen %s is TCP: give --token-file (or --client-ca), or --insecure-no-auth to serve anyone who connects", o.listen)
 	}
@@ -81,32 +97,43 @@ func runListen(parent context.Context, ios *iostreams, o *serveOptions) error {
 	logger.Info("listening", "addr", ln.Addr().String(), "tls", tlsConf != nil, "token", token != nil)
 
 	var conns sync.WaitGroup
+	accepting, stopAccepting := context.WithCancel(context.Background())
+	defer stopAccepting()
+	stopListening := func() {
+		stopAccepting() // ends a pause between retries
+		ln.Close()
+	}
 	accepted := make(chan error, 1)
 	go func() {
-		accepted <- acceptLoop(ln, h, logger, o, token, &conns)
+		accepted <- acceptLoop(accepting, ln, h, logger, o, token, &conns)
 	}()
 
 	var hard bool
+	var failed error
 	select {
 	case sig := <-sigs:
 		h.drain.Store(true)
-		ln.Close()
+		stopListening()
 		logger.Info("draining", "signal", sig.String(), "drain_timeout", o.drainTimeout)
 		<-accepted
 		hard = drain(h, sigs, o.drainTimeout, logger)
 	case err := <-accepted:
-		logger.Error("accept failed", "err", err)
+		// Not one of the failures acceptLoop retries: no new client can
+		// be served, so the server ends, with the sessions it has.
+		failed = fmt.Errorf("accept connections on %s: %w", o.listen, err)
+		logger.Error("accept failed: stopping", "err", err)
+		stopListening()
 		h.drain.Store(true)
 		hard = true
 	case <-parent.Done():
-		ln.Close()
+		stopListening()
 		<-accepted
 	}
 	h.endOpen(shutdownError(), shutdownWriteTimeout)
 	h.endSessions(errServerDrained)
 	conns.Wait()
 	logger.Info("stopped", "forced", hard)
-	return nil
+	return failed
 }
 
 // drain refuses new work, then waits until the sessions have answered every
@@ -135,27 +162,53 @@ func drain(h *hub, sigs <-chan os.Signal, timeout time.Duration, logger *slog.Lo
 	}
 }
 
+// Pauses between retries of a failed accept, as net/http's Server.Serve
+// makes them: from the first, doubling up to the last.
+const (
+	acceptRetryFirst = 5 * time.Millisecond
+	acceptRetryMax   = time.Second
+)
+
 // acceptLoop serves each connection on its own goroutine until ln is
-// closed (then it returns nil).
-func acceptLoop(ln net.Listener, h *hub, logger *slog.Logger, o *serveOptions, token []byte, conns *sync.WaitGroup) error {
+// closed or ctx ends (then it returns nil), or accepting fails for good
+// (then it returns the error). A failure that passes (temporaryAccept
+// says which) is logged and retried after a pause, so that running out of
+// file descriptors, say, refuses new clients for a while but does not end
+// the server and its sessions.
+func acceptLoop(ctx context.Context, ln net.Listener, h *hub, logger *slog.Logger, o *serveOptions, token []byte, conns *sync.WaitGroup) error {
 	n := 0
+	var pause time.Duration
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
+			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			hint, temporary := temporaryAccept(err)
+			if !temporary {
+				return err
 			}
-			return err
+			pause = min(max(2*pause, acceptRetryFirst), acceptRetryMax)
+			logger.Warn("accept failed; retrying", "err", err, "in", pause, "hint", hint)
+			t := time.NewTimer(pause)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			}
+			continue
 		}
+		pause = 0
 		n++
 		s := newServer(h.ctx, conn, logger.With("conn", n, "remote", conn.RemoteAddr().String()))
 		s.hub, s.token, s.requireWorker = h, token, o.requireWorker
-		s.maxMessage, s.maxInflight = int(o.maxMessage), o.maxInflight
-		if err := h.addSession(s); err != nil {
+		s.maxMessage, s.maxInflight, s.maxOutputLimit = int(o.maxMessage), o.maxInflight, o.maxOutputLimit
+		// A connection counts toward --max-connections once it has
+		// authenticated: with a token, by its first message; with only
+		// --client-ca, by the TLS handshake; with neither, at once.
+		certAuth := token == nil && o.clientCA != ""
+		if err := h.addSession(s, token == nil && !certAuth); err != nil {
 			// On its own goroutine: a TLS handshake could keep the accept loop waiting.
 			go func() {
 				s.logger.Warn("connection refused", "err", err)
@@ -169,7 +222,7 @@ func acceptLoop(ln net.Listener, h *hub, logger *slog.Logger, o *serveOptions, t
 		conns.Add(1)
 		go func() {
 			defer conns.Done()
-			serveConn(s, conn)
+			serveConn(s, conn, certAuth)
 			// Logged once the session is gone from the hub (and from the
 			// metrics): what follows the log line sees it gone.
 			h.removeSession(s)
@@ -178,15 +231,38 @@ func acceptLoop(ln net.Listener, h *hub, logger *slog.Logger, o *serveOptions, t
 	}
 }
 
+// temporaryAccept reports whether a failed Accept may succeed later, and
+// what an operator can do about it: the process or the system is out of
+// file descriptors or memory, a connection went away before it was
+// accepted, or a deadline passed.
+func temporaryAccept(err error) (hint string, temporary bool) {
+	switch {
+	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
+		return "out of file descriptors: raise the limit (ulimit -n, LimitNOFILE) or lower --max-connections", true
+	case errors.Is(err, syscall.ENOBUFS), errors.Is(err, syscall.ENOMEM):
+		return "out of memory", true
+	case errors.Is(err, syscall.ECONNABORTED):
+		return "the connection went away before it was accepted", true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return "timed out", true
+	}
+	return "", false
+}
+
 // handshakeTimeout bounds a TLS handshake and, with a token, the time from
-// connecting to authenticating: a client that does neither does not hold a
-// connection slot for long.
+// connecting to authenticating: a client that does neither does not hold
+// one of the places of the connections waiting to authenticate for long.
 const handshakeTimeout = 10 * time.Second
 
 // serveConn runs one session until the client disconnects (or the server
 // ends it): then every sandbox of the session is destroyed at once,
-// running executes included. The caller removes the session from the hub.
-func serveConn(s *server, conn net.Conn) {
+// running executes included. certAuth: the TLS handshake authenticates
+// the client (--client-ca without a token), so the session counts toward
+// --max-connections from then on. The caller removes the session from the
+// hub.
+func serveConn(s *server, conn net.Conn, certAuth bool) {
 	s.logger.Info("connected")
 	stop := context.AfterFunc(s.ctx, func() { conn.Close() })
 	defer stop()
@@ -199,6 +275,12 @@ func serveConn(s *server, conn net.Conn) {
 			s.logger.Warn("TLS handshake failed", "err", err)
 		}
 	}
+	if err == nil && certAuth {
+		if busy := s.hub.authenticated(s); busy != nil {
+			s.send(errorResponse{"2.0", nullID, busy.(*rpcError)})
+			err = errTooManyConns
+		}
+	}
 	if err == nil && s.token != nil {
 		conn.SetReadDeadline(time.Now().Add(handshakeTimeout))
 		s.afterAuth = func() { conn.SetReadDeadline(time.Time{}) }
@@ -207,7 +289,7 @@ func serveConn(s *server, conn net.Conn) {
 		err = s.readLoop(conn)
 	}
 	switch {
-	case errors.Is(err, errUnauthorized), errors.Is(err, errMessageTooLarge):
+	case errors.Is(err, errUnauthorized), errors.Is(err, errMessageTooLarge), errors.Is(err, errTooManyConns):
 		s.logger.Warn("closing the connection", "err", err)
 		lingerClose(conn)
 	case err != nil && s.ctx.Err() == nil:
@@ -237,12 +319,48 @@ func lingerClose(conn net.Conn) {
 	io.Copy(io.Discard, conn)
 }
 
-// parseListenAddr splits --listen into a network and an address.
-func parseListenAddr(s string) (network, addr string, isUnix bool) {
+// listenForms says what --listen accepts, for the errors about it.
+const listenForms = "give unix:PATH (a Unix socket, created with mode 0600) or HOST:PORT (TCP: 127.0.0.1:7070, or :7070 for every address; port 0 picks a free one)"
+
+// parseListenAddr splits --listen into a network ("unix" or "tcp") and an
+// address. A value of neither form is a usage error. An abstract Unix
+// socket (unix:@NAME) is refused: it has no file mode, so any process in
+// the network namespace could connect to it.
+func parseListenAddr(s string) (network, addr string, err error) {
 	if p, ok := strings.CutPrefix(s, "unix:"); ok {
-		return "unix", p, true
+		switch {
+		case p == "":
+			return "", "", usageErrorf("--listen %q names no socket file; %s", s, listenForms)
+		case p[0] == '@' || p[0] == 0:
+			return "", "", usageErrorf("--listen %q: abstract Unix sockets are not supported (they have no file mode, so any local process could connect); %s", s, listenForms)
+		}
+		return "unix", p, nil
 	}
-	return "tcp", s, false
+	if err := checkHostPort("--listen", s); err != nil {
+		return "", "", err
+	}
+	return "tcp", s, nil
+}
+
+// checkHostPort checks that the value of flag is HOST:PORT with a numeric
+// port (HOST may be empty: every address).
+func checkHostPort(flag, s string) error {
+	forms := "give HOST:PORT (127.0.0.1:9090, or :9090 for every address)"
+	if flag == "--listen" {
+		forms = listenForms
+	}
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			err = errors.New(ae.Err) // without the address, which the message gives already
+		}
+		return usageErrorf("%s %q: %v; %s", flag, s, err, forms)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return usageErrorf("%s %q: the port must be a number from 0 to 65535; %s", flag, s, forms)
+	}
+	return nil
 }
 
 // listenOn listens; a Unix socket is created with mode 0600, replacing a

@@ -272,6 +272,13 @@ func (s *server) create(raw json.RawMessage, done doneFunc) {
 		done(nil, err)
 		return
 	}
+	// The server holds an execution's output, up to max_output characters
+	// of each stream: --max-output-limit bounds what a client may ask.
+	if limit := s.maxOutputLimit; limit > 0 && (p.MaxOutput < 0 || p.MaxOutput > limit) {
+		done(nil, invalidParams("max_output %d: this server returns at most %d characters of each stream (--max-output-limit); ask for %d or less",
+			p.MaxOutput, limit, limit))
+		return
+	}
 	var value any = ""
 	if len(p.Context) > 0 {
 		v, err := parseValue(p.Context)

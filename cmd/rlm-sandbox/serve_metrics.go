@@ -22,6 +22,7 @@ type serveMetrics struct {
 	bridgeSeconds   *prometheus.HistogramVec
 	rssBytes        prometheus.Gauge
 	connections     prometheus.Gauge
+	unauthenticated prometheus.Gauge
 	connectionsSeen prometheus.Counter
 	rejectedTotal   *prometheus.CounterVec
 	poolIdle        prometheus.Gauge
@@ -40,13 +41,14 @@ func newServeMetrics() *serveMetrics {
 		executeSeconds:  prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "execute_seconds", Help: "Wall time of execute, bridge waits included.", Buckets: buckets}),
 		bridgeSeconds:   prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "bridge_seconds", Help: "Time the client took to answer a bridge request (llm_query, rlm_query).", Buckets: buckets}, []string{"method"}),
 		rssBytes:        prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "worker_rss_bytes", Help: "Resident memory of the live sandboxes' workers, as last measured, summed."}),
-		connections:     prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "connections", Help: "Client connections open."}),
+		connections:     prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "connections", Help: "Client connections open and authenticated (or with nothing to authenticate): those --max-connections counts."}),
+		unauthenticated: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "connections_unauthenticated", Help: "Client connections open and waiting to authenticate."}),
 		connectionsSeen: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "connections_total", Help: "Client connections accepted."}),
 		rejectedTotal:   prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "rejected_total", Help: "Requests and connections refused, by reason (a limit, or unauthorized)."}, []string{"reason"}),
 		poolIdle:        prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "pool_idle", Help: "Warm sandboxes waiting in the pool."}),
 	}
 	m.reg.MustRegister(m.live, m.createdTotal, m.destroyedTotal, m.failedTotal, m.executions, m.executeSeconds,
-		m.bridgeSeconds, m.rssBytes, m.connections, m.connectionsSeen, m.rejectedTotal, m.poolIdle,
+		m.bridgeSeconds, m.rssBytes, m.connections, m.unauthenticated, m.connectionsSeen, m.rejectedTotal, m.poolIdle,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -94,9 +96,10 @@ func (m *serveMetrics) setRSS(n uint64) {
 	}
 }
 
-func (m *serveMetrics) setConnections(n int, opened bool) {
+func (m *serveMetrics) setConnections(counted, waiting int, opened bool) {
 	if m != nil {
-		m.connections.Set(float64(n))
+		m.connections.Set(float64(counted))
+		m.unauthenticated.Set(float64(waiting))
 		if opened {
 			m.connectionsSeen.Inc()
 		}

@@ -95,7 +95,9 @@ const (
 	limitPerConnection = "max_sandboxes_per_connection"
 	limitMemory        = "memory_budget"
 	limitConnections   = "max_connections"
-	limitInflight      = "max_inflight"
+	// As many connections as --max-connections wait to authenticate.
+	limitUnauthenticated = "max_unauthenticated"
+	limitInflight        = "max_inflight"
 )
 
 // busyError is the "busy" error for limit; retry is when to try again (0:

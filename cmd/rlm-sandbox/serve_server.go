@@ -50,9 +50,13 @@ type server struct {
 	hub         *hub   // admission control, metrics and drain, shared by the sessions
 	token       []byte // the bearer token the first message must present; nil: none
 	authed      bool   // the first message authenticated (only the reader uses it)
+	refused     bool   // an authenticate had a wrong token: the session ends (only the reader uses it)
 	afterAuth   func() // called once authenticated; may be nil
 	maxMessage  int    // bytes in one line; 0: no limit
 	maxInflight int    // requests read and not yet answered; 0: no limit
+	// The largest max_output a create may ask for (no cap, negative, is
+	// refused too); 0: no limit.
+	maxOutputLimit int
 
 	requireWorker bool // --require-worker: a create without "direct" needs a worker
 }
@@ -72,12 +76,27 @@ func newServer(ctx context.Context, out io.Writer, logger *slog.Logger) *server 
 
 // readLoop reads messages, one per line, until the input ends, a line is
 // longer than maxMessage, or the first message of a session that needs a
-// token does not authenticate (both errors are answered first).
+// token does not authenticate (or finds the server at --max-connections),
+// or a later one presents a wrong token (the errors are answered first).
+// Until the session has authenticated, a line may be at most
+// preAuthMaxMessage bytes.
+//
+// At the end of the input, a last line without its newline is a message
+// too; a line cut short by a read that failed (a deadline passed, the
+// connection broke) is not: what it would have said is unknown.
 func (s *server) readLoop(in io.Reader) error {
 	br := bufio.NewReaderSize(in, 1<<16)
 	var line []byte
 	for {
 		chunk, err := br.ReadSlice('\n')
+		if s.mustAuthenticate() && len(line)+len(chunk) > preAuthMaxMessage+1 {
+			// Not buffered further: a client without the token does not
+			// get to make the server hold --max-message bytes.
+			s.refuseUnauthenticated(nullID, fmt.Sprintf(
+				"unauthorized: a message before authenticate may be at most %d bytes, and the first must be "+authenticateShape+"; the connection is closed",
+				preAuthMaxMessage))
+			return errUnauthorized
+		}
 		if s.maxMessage > 0 && len(line)+len(chunk) > s.maxMessage+1 {
 			s.send(errorResponse{"2.0", nullID, newRPCError(codeInvalidRequest, "message_too_large",
 				"a message is longer than the server's limit of %d bytes; the connection is closed", s.maxMessage)})
@@ -87,18 +106,21 @@ func (s *server) readLoop(in io.Reader) error {
 		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
 		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("read the client's messages: %w", err)
+		}
 		if t := bytes.TrimSpace(line); len(t) > 0 {
-			if !s.authenticateFirst(t) {
-				return errUnauthorized
+			if err := s.authenticateFirst(t); err != nil {
+				return err
 			}
 			s.handleLine(t)
+			if s.refused {
+				return errUnauthorized
+			}
 		}
 		line = nil
-		if errors.Is(err, io.EOF) {
+		if err != nil { // io.EOF
 			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read the client's messages: %w", err)
 		}
 	}
 }
