@@ -69,3 +69,28 @@ func TestServeJSONOrder(t *testing.T) {
 		t.Fatalf("exit status %d", code)
 	}
 }
+
+// TestServeCreateRanges: create's limits are checked as the CLI's flags
+// are (a memory_limit outside 32 MiB–4 GiB, a negative timeout are
+// invalid params); they used to be taken as they came.
+func TestServeCreateRanges(t *testing.T) {
+	c := startServer(t)
+	for i, params := range []map[string]any{
+		{"memory_limit": 1},
+		{"memory_limit": 5_000_000_000},
+		{"timeout_ms": -5},
+		{"wall_timeout_ms": -1},
+	} {
+		c.call(i+1, "create", params)
+		if code, kind, msg := rpcError(t, c.response(i+1, time.Minute)); code != -32602 || kind != "invalid_params" {
+			t.Errorf("create %v: %d %s %s, want -32602 invalid_params", params, code, kind, msg)
+		}
+	}
+	c.call(9, "create", map[string]any{"memory_limit": 32 << 20, "timeout_ms": 0})
+	if r, _ := c.response(9, 2*time.Minute)["result"].(map[string]any); r == nil || r["sandbox"] == nil {
+		t.Fatal("create at the lower memory limit failed")
+	}
+	if code := c.wait(time.Minute); code != 0 {
+		t.Fatalf("exit status %d", code)
+	}
+}

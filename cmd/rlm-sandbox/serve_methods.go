@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
@@ -270,6 +271,17 @@ func (s *server) create(raw json.RawMessage, done doneFunc) {
 	var p createParams
 	if err := decodeParams(raw, &p); err != nil {
 		done(nil, err)
+		return
+	}
+	switch {
+	case p.MemoryLimit != 0 && (p.MemoryLimit < minMemoryLimit || p.MemoryLimit > maxMemoryLimit):
+		done(nil, invalidParams("memory_limit %d: from %d (32 MiB) to %d (4 GiB) bytes, or 0 for 4 GiB", p.MemoryLimit, minMemoryLimit, maxMemoryLimit))
+		return
+	case p.TimeoutMS != nil && (*p.TimeoutMS < 0 || math.IsNaN(*p.TimeoutMS)):
+		done(nil, invalidParams("timeout_ms %v: 0 (none) or more", *p.TimeoutMS))
+		return
+	case p.WallTimeoutMS < 0 || math.IsNaN(p.WallTimeoutMS):
+		done(nil, invalidParams("wall_timeout_ms %v: 0 (none) or more", p.WallTimeoutMS))
 		return
 	}
 	// The server holds an execution's output, up to max_output characters
