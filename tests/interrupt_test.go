@@ -230,7 +230,7 @@ func inLongCCall(t *testing.T, ctx context.Context, sb supervisor.Sandbox, w *li
 func TestLongCallInC(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		w := newLineWaiter()
-		sb := newSandbox(t, m, supervisor.Config{GracePeriod: 300 * time.Millisecond, OnStdout: w.onLine}, "")
+		sb := newSandbox(t, m, supervisor.Config{GracePeriod: 100 * time.Millisecond, OnStdout: w.onLine}, "") // the call takes 10 times that and more
 		ctx, cancel := context.WithCancel(context.Background())
 		done := inLongCCall(t, ctx, sb, w)
 		cancel()
