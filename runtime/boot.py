@@ -75,10 +75,17 @@ def _rlm_boot():
 
     ok = (0,)
     okb = dumps(ok)
+    # The reply of a cell whose MemoryError left no memory to report it
+    # (made now: sending it needs none).
+    oom = (1, "MemoryError", "", "MemoryError\n")
+    oomb = dumps(oom)
 
     def send(obj):
         if obj is ok:
             write(ch, okb)
+            return
+        if obj is oom:
+            write(ch, oomb)
             return
         data = memoryview(dumps(obj))
         while data:
@@ -233,7 +240,11 @@ def _rlm_boot():
                 code = compile(src, name, "exec", dont_inherit=True)
                 exec(code, g)
         except BaseException as e:
-            return raised(e)
+            spent(e)
+            try:
+                return raised(e)
+            except MemoryError:
+                return oom
         flush()
         return ok
 
@@ -282,11 +293,37 @@ def _rlm_boot():
             note(e, no_tzdata)
         return (1, type(e).__name__, capped(message(e)), capped(tb_text(e)))
 
+    # A megabyte held back for code that fills the memory MemoryLimit
+    # allows: let go of on its MemoryError, so that the reply, and a next
+    # cell that lets go of what filled it (del), can still be made (without
+    # it, every later cell failed with MemoryError, even del); taken again
+    # once a cell runs without error (the host asks: rearm).
+    state["reserve"] = bytearray(1 << 20)
+
+    def spent(e):
+        if isinstance(e, MemoryError):
+            state["reserve"] = None
+
+    def rearm():
+        # Only with room to spare: taking back the last free megabyte
+        # would leave the next cell (the del that frees memory) none.
+        if state["reserve"] is None:
+            try:
+                room = bytearray(2 << 20)
+            except MemoryError:
+                return False
+            del room
+            state["reserve"] = bytearray(1 << 20)
+        return True
+
     def fail(e):
         # The host ran a cell itself and it raised e: reply as execute
         # does, or as run does when that fails (a MemoryError, say).
+        spent(e)
         try:
             r = raised(e)
+        except MemoryError:
+            r = oom
         except BaseException as e2:
             r = (2, type(e2).__name__, capped(message(e2)))
         send(r)
@@ -432,6 +469,8 @@ def _rlm_boot():
             r = untouch()
         elif op == "fast":
             r = fast
+        elif op == "rearm":
+            r = (rearm(),)
         elif op == "version":
             r = ("%d.%d.%d" % sys.version_info[:3],)
         elif op == "del":

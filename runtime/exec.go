@@ -127,6 +127,21 @@ func (in *Interpreter) exec(ctx context.Context, code string, interactive bool, 
 		pe.Traceback, _ = t[3].(string)
 		res.Error = pe
 	}
+	// The bootstrap lets go of a reserve of memory on a MemoryError (so
+	// that the next cell can run, a del say); it takes it again after
+	// the first cell that runs without error.
+	switch {
+	case res.Error != nil && res.Error.Type == "MemoryError":
+		in.reserveSpent.Store(true)
+	case res.Error == nil && in.reserveSpent.Load():
+		if req, err := pymarshal.Encode(pymarshal.Tuple{"rearm"}); err == nil {
+			if v, err := in.request(ctx, req, Output{}); err == nil {
+				if t, ok := v.([]any); ok && len(t) == 1 && t[0] == true {
+					in.reserveSpent.Store(false)
+				}
+			}
+		}
+	}
 	return res, nil
 }
 
@@ -249,7 +264,7 @@ func (e *RequestError) Error() string {
 			what += ": " + e.Message
 		}
 		return "runtime: the interpreter ran out of memory serving the request (" + what +
-			"): the value does not fit in what MemoryLimit leaves (an idle interpreter holds about 30 MB)"
+			"): what it holds and the request need more than MemoryLimit allows (an idle interpreter holds about 30 MB)"
 	}
 	return "runtime: the interpreter could not serve the request: " + e.Type + ": " + e.Message
 }

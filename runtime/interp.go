@@ -134,8 +134,11 @@ type Interpreter struct {
 	kill      context.CancelFunc
 	version   string
 	execs     atomic.Int64
-	memSize   atomic.Uint64   // see MemorySize
-	reqCtx    context.Context // the context of the request being served
+	// reserveSpent: the last cell ended in MemoryError, and the bootstrap
+	// let go of its reserve (see exec).
+	reserveSpent atomic.Bool
+	memSize      atomic.Uint64   // see MemorySize
+	reqCtx       context.Context // the context of the request being served
 	// bridgeCalls counts the bridge calls of the request being served.
 	bridgeCalls int
 	runner      *bridgeRunner   // see waitBridge

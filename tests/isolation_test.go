@@ -104,6 +104,29 @@ func TestMemoryLimit(t *testing.T) {
 	})
 }
 
+// TestMemoryFilledAndKept checks that code which fills the memory
+// MemoryLimit allows and keeps what filled it gets its MemoryError, and
+// that the next cells can still run to let go of it (every later cell,
+// del included, failed with MemoryError, and the first reported as
+// KeyboardInterrupt); twice, since the reserve that allows it is taken
+// again once memory is free.
+func TestMemoryFilledAndKept(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{MemoryLimit: 64 << 20}, "")
+		for round := range 2 {
+			ce := exec(t, sb, "fs = []\nwhile True:\n    fs.append(bytearray(1000))")
+			if ce.ErrorType != "MemoryError" {
+				t.Fatalf("round %d: filling memory: %+v", round, ce)
+			}
+			for _, c := range []struct{ code, out string }{{"print('next')", "next\n"}, {"del fs", ""}, {"print(len(bytearray(10 << 20)))", "10485760\n"}} {
+				if ce := exec(t, sb, c.code); ce.Error != "" || ce.Stdout != c.out {
+					t.Fatalf("round %d: %q: %+v", round, c.code, ce)
+				}
+			}
+		}
+	})
+}
+
 // TestValueOverMemoryLimit checks the error of a value that does not fit
 // under MemoryLimit: it names the request and says what happened, in both
 // modes alike (a worker's used to read "worker: internal: ... could not
