@@ -17,10 +17,15 @@ import (
 type Pool struct {
 	cfg   Config
 	ready chan *managed
-	ctx   context.Context // cancelled by Close
-	stop  context.CancelFunc
-	done  chan struct{} // closed when the filler has exited
-	once  sync.Once
+	// room holds a token for each place not taken by a sandbox that is
+	// ready or starting: the filler takes one before each start, and Get
+	// gives one back, so that at most size sandboxes are ever started
+	// ahead (the filler used to start one more, waiting to hand it over).
+	room chan struct{}
+	ctx  context.Context // cancelled by Close
+	stop context.CancelFunc
+	done chan struct{} // closed when the filler has exited
+	once sync.Once
 }
 
 // NewPool returns a pool that keeps size sandboxes (at least one) started
@@ -30,41 +35,51 @@ type Pool struct {
 func NewPool(cfg Config, size int) *Pool {
 	cfg = cfg.withDefaults()
 	ctx, stop := context.WithCancel(context.Background())
-	p := &Pool{cfg: cfg, ready: make(chan *managed, max(size, 1)), ctx: ctx, stop: stop, done: make(chan struct{})}
+	size = max(size, 1)
+	p := &Pool{cfg: cfg, ready: make(chan *managed, size), room: make(chan struct{}, size), ctx: ctx, stop: stop, done: make(chan struct{})}
+	for range size {
+		p.room <- struct{}{}
+	}
 	go p.fill()
 	return p
 }
 
-// fill keeps the ready channel full until Close.
+// fill keeps the ready channel full until Close, starting a sandbox for
+// each place Get frees.
 func (p *Pool) fill() {
 	defer close(p.done)
-	delay := time.Duration(0)
 	for {
-		if delay > 0 {
-			t := time.NewTimer(delay)
-			select {
-			case <-t.C:
-			case <-p.ctx.Done():
-				t.Stop()
-				return
-			}
-		}
-		b, err := start(p.ctx, p.cfg)
-		if err != nil {
-			if p.ctx.Err() != nil {
-				return
-			}
-			delay = min(max(2*delay, time.Second), time.Minute)
-			p.cfg.Logger.Warn("pool: could not start a sandbox; retrying", "err", err, "in", delay)
-			continue
-		}
-		delay = 0
-		m := &managed{cfg: p.cfg, b: b}
 		select {
-		case p.ready <- m:
+		case <-p.room:
 		case <-p.ctx.Done():
-			m.Destroy()
 			return
+		}
+		delay := time.Duration(0)
+		for {
+			if delay > 0 {
+				t := time.NewTimer(delay)
+				select {
+				case <-t.C:
+				case <-p.ctx.Done():
+					t.Stop()
+					return
+				}
+			}
+			b, err := start(p.ctx, p.cfg)
+			if err != nil {
+				if p.ctx.Err() != nil {
+					return
+				}
+				delay = min(max(2*delay, time.Second), time.Minute)
+				p.cfg.Logger.Warn("pool: could not start a sandbox; retrying", "err", err, "in", delay)
+				continue
+			}
+			if p.ctx.Err() != nil {
+				b.Destroy()
+				return
+			}
+			p.ready <- &managed{cfg: p.cfg, b: b} // never waits: the place was taken
+			break
 		}
 	}
 }
@@ -76,6 +91,7 @@ func (p *Pool) Get(ctx context.Context) (Sandbox, error) {
 	for {
 		select {
 		case m := <-p.ready:
+			p.room <- struct{}{} // never waits: a place was taken for m
 			if m.usable() {
 				return m, nil
 			}

@@ -60,6 +60,13 @@ func TestPool(t *testing.T) {
 	p := supervisor.NewPool(workerMode.cfg(supervisor.Config{}), 2)
 	defer p.Close()
 	waitFor(t, "the pool fills", func() bool { return p.Idle() == 2 })
+	// No more than the pool holds are started ahead: a negative, so it is
+	// watched for a while (a worker starts in well under a second here).
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if n := len(childWorkers(t)); n > 2 {
+			t.Fatalf("a pool of 2 runs %d workers", n)
+		}
+	}
 
 	handed := map[int]bool{}
 	for i := range 3 { // one more than the pool holds: Get starts it itself
