@@ -78,7 +78,7 @@ func (u *unread) Read(p []byte) (int, vfs.Errno) {
 var interruptedReply, _ = pymarshal.Encode(pymarshal.Tuple{int64(2)})
 
 func (d *bridgeDevice) serve(body []byte) []byte {
-	v, err := pymarshal.Decode(body)
+	v, err := d.in.decode(body)
 	t, ok := v.([]any)
 	if err != nil || !ok || len(t) != 2 {
 		// Raised as BridgeError by the first call's helper.

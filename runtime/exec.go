@@ -355,7 +355,7 @@ func (in *Interpreter) serveLocked(ctx context.Context, out Output, run func() (
 		}
 		return nil, ErrInterrupted
 	}
-	v, err := pymarshal.Decode(in.channel.resp)
+	v, err := in.decode(in.channel.resp)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: decode reply: %w", err)
 	}
@@ -393,4 +393,13 @@ func (in *Interpreter) drainSignals() {
 	if res, err := in.call(in.killCtx, in.fns.checkSignals); err == nil && int32(res[0]) != 0 && in.fns.errClear != nil {
 		_, _ = in.call(in.killCtx, in.fns.errClear)
 	}
+}
+
+// decode reads a value the guest sent, keeping dicts' order when the
+// configuration asks for it (Config.KeepDictOrder).
+func (in *Interpreter) decode(b []byte) (any, error) {
+	if in.keepDictOrder {
+		return pymarshal.DecodeOrdered(b)
+	}
+	return pymarshal.Decode(b)
 }

@@ -84,6 +84,11 @@ type Config struct {
 	// RLM_SANDBOX_SNAPSHOT=0). For comparison and diagnosis; the result
 	// is the same interpreter. Default: false.
 	NoSnapshot bool
+	// KeepDictOrder makes a dict whose keys are all str, but not in
+	// ascending order, come back from Python (Get, a bridge call's
+	// arguments) as a Dict, in its order, rather than as a map[string]any.
+	// Default: false.
+	KeepDictOrder bool
 	// Bridge answers the calls Python makes to the host: llm_query,
 	// rlm_query and their batched forms. Nil: those calls raise
 	// BridgeError.
@@ -123,6 +128,8 @@ type Interpreter struct {
 	fastObj fastObjects
 	fast    *fastState
 	cells   atomic.Int64 // the cells run so far (they are named after it)
+	// keepDictOrder: Config.KeepDictOrder.
+	keepDictOrder bool
 	// strLayout: 0 unchecked, 1 the str layout is as text.go expects, -1 not.
 	strLayout int8
 	cfns      map[string]api.Function
@@ -289,7 +296,7 @@ var touchCells = [...]string{"1/0\n", "__import__('_signal').raise_signal(2)\nwh
 const touchName = "<touch>"
 
 func startInterpreter(ctx context.Context, eng *engine, cfg Config, stdlib []byte, img *bootImage) (*Interpreter, error) {
-	in := &Interpreter{eng: eng, intr: waiterOf(cfg.Interrupt), channel: &channel{}, stdlib: stdlib}
+	in := &Interpreter{eng: eng, intr: waiterOf(cfg.Interrupt), channel: &channel{}, stdlib: stdlib, keepDictOrder: cfg.KeepDictOrder}
 	in.killCtx, in.kill = context.WithCancel(context.Background())
 	if err := in.boot(ctx, cfg, img); err != nil {
 		in.Close()

@@ -145,6 +145,12 @@ type Config struct {
 	// MemoryLimit caps the interpreter's memory in bytes; allocations past
 	// it raise MemoryError. Default: 0, the wasm32 limit of 4 GiB.
 	MemoryLimit uint64
+	// KeepDictOrder makes GetVariable (and a bridge call's arguments, the
+	// ctx of rlm_query) return a dict whose keys are all strings, but not
+	// in ascending order, as a runtime.Dict in its order instead of a
+	// map[string]any, which has none. Default: false (a map[string]any for
+	// every such dict).
+	KeepDictOrder bool
 	// NoSnapshot boots CPython in every sandbox instead of starting from
 	// the boot snapshot kept in CacheDir (see runtime.Config.NoSnapshot);
 	// also RLM_SANDBOX_SNAPSHOT=0. For comparison and diagnosis. Default:
@@ -229,6 +235,7 @@ func (c Config) runtimeConfig() runtime.Config {
 		CacheDir:        c.CacheDir,
 		MemoryLimit:     c.MemoryLimit,
 		NoSnapshot:      c.NoSnapshot,
+		KeepDictOrder:   c.KeepDictOrder,
 		Notice:          logWriter{c.Logger},
 	}
 	if c.PyodideDir != "" {
@@ -270,6 +277,9 @@ func (c Config) workerArgs() []string {
 	}
 	if c.NoSnapshot {
 		args = append(args, "--no-snapshot")
+	}
+	if c.KeepDictOrder {
+		args = append(args, "--keep-dict-order")
 	}
 	if c.Hardening == HardeningOff {
 		args = append(args, "--harden=false")

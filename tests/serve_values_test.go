@@ -65,6 +65,11 @@ func TestServeJSONOrder(t *testing.T) {
 	if r, _ := c.response(3, time.Minute)["result"].(map[string]any); r == nil || r["stdout"] != want {
 		t.Fatalf("execute: %v, want stdout %q", r, want)
 	}
+	// And back: get_variable writes a dict's members in its order.
+	c.send(`{"jsonrpc":"2.0","id":4,"method":"get_variable","params":{"sandbox":"s1","name":"v"}}`)
+	if line, m := c.next(time.Minute); m["id"] != 4.0 || !strings.Contains(line, `"value":{"b":1,"a":{"d":1,"c":2}}`) {
+		t.Fatalf("get_variable: %s", line)
+	}
 	if code := c.wait(time.Minute); code != 0 {
 		t.Fatalf("exit status %d", code)
 	}

@@ -149,6 +149,37 @@ func TestJSONOrderReachesPython(t *testing.T) {
 	})
 }
 
+// TestKeepDictOrder checks Config.KeepDictOrder in both modes: a dict of
+// str keys not in ascending order comes back as a runtime.Dict in its
+// order (GetVariable, and rlm_query's ctx), one in ascending order as a
+// map; without the option, as a map.
+func TestKeepDictOrder(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		var ctxSeen any
+		cfg := supervisor.Config{KeepDictOrder: true, OnRLMQuery: func(_ context.Context, _ string, c any) (string, error) {
+			ctxSeen = c
+			return "", nil
+		}}
+		sb := newSandbox(t, m, cfg, "")
+		exec(t, sb, "d = {'b': 1, 'a': {'z': 0, 'y': [1]}}\ns = {'a': 1, 'b': 2}\nrlm_query('t', d)")
+		want := runtime.Dict{{Key: "b", Value: int64(1)}, {Key: "a", Value: runtime.Dict{{Key: "z", Value: int64(0)}, {Key: "y", Value: []any{int64(1)}}}}}
+		if v, _, err := sb.GetVariable(context.Background(), "d"); err != nil || !reflect.DeepEqual(v, want) {
+			t.Errorf("d = %#v (%v), want %#v", v, err, want)
+		}
+		if v, _, err := sb.GetVariable(context.Background(), "s"); err != nil || !reflect.DeepEqual(v, map[string]any{"a": int64(1), "b": int64(2)}) {
+			t.Errorf("s = %#v (%v)", v, err)
+		}
+		if !reflect.DeepEqual(ctxSeen, want) {
+			t.Errorf("rlm_query ctx = %#v, want %#v", ctxSeen, want)
+		}
+		plain := newSandbox(t, m, supervisor.Config{}, "")
+		exec(t, plain, "d = {'b': 1, 'a': 2}")
+		if v, _, err := plain.GetVariable(context.Background(), "d"); err != nil || !reflect.DeepEqual(v, map[string]any{"a": int64(2), "b": int64(1)}) {
+			t.Errorf("without KeepDictOrder: d = %#v (%v)", v, err)
+		}
+	})
+}
+
 func TestVariableEdgeValues(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		sb := newSandbox(t, m, supervisor.Config{}, "")

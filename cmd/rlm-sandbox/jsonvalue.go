@@ -113,9 +113,19 @@ func toJSON(v any) any {
 		}
 		return out
 	case runtime.Dict:
-		out := make(map[string]any, len(x))
+		// A JSON object with the dict's members in its order (a key that
+		// two Python keys share, 1 and "1", keeps its first place and
+		// takes the last value, as json.dumps would write it twice).
+		out := make(jsonObject, 0, len(x))
+		at := make(map[string]int, len(x))
 		for _, it := range x {
-			out[jsonKey(it.Key)] = toJSON(it.Value)
+			k, v := jsonKey(it.Key), toJSON(it.Value)
+			if i, ok := at[k]; ok {
+				out[i].value = v
+				continue
+			}
+			at[k] = len(out)
+			out = append(out, jsonMember{k, v})
 		}
 		return out
 	case int:
@@ -179,4 +189,32 @@ func text(b []byte) string {
 		return string(b)
 	}
 	return strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
+// jsonObject is a JSON object whose members keep their order.
+type jsonObject []jsonMember
+
+type jsonMember struct {
+	key   string
+	value any
+}
+
+// MarshalJSON writes the members in order.
+func (o jsonObject) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	for i, m := range o {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		k, err := json.Marshal(m.key)
+		if err != nil {
+			return nil, err
+		}
+		v, err := json.Marshal(m.value)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(append(b, k...), ':'), v...)
+	}
+	return append(b, '}'), nil
 }

@@ -152,6 +152,8 @@ func (o *sandboxOptions) config(logger *slog.Logger) supervisor.Config {
 		IndexURL:    o.indexURL,
 		Logger:      logger,
 		NoSelfExec:  true, // the CLI's worker is rlm-worker, not rlm-sandbox
+		// --rlm-cmd's context file has a dict's members in their order
+		KeepDictOrder: true,
 	}
 	if o.timeout <= 0 {
 		cfg.Timeout = -1 // the flag's 0 means never; the library's means the default

@@ -434,6 +434,8 @@ func (p *pooled) config(logger *slog.Logger, requireWorker bool) supervisor.Conf
 		Logger:     logger,
 		UseWorker:  mode,
 		NoSelfExec: true, // as serve's own creates: the worker is rlm-worker
+		// as serve's own creates: dicts come back to the client in order
+		KeepDictOrder: true,
 
 		OnStdout: func(line string) {
 			if c := p.bound.Load(); c != nil && c.OnStdout != nil {

@@ -47,6 +47,7 @@ func Main(args []string) int {
 	cache := fl.String("cache", "", "cache directory (default: the runtime's)")
 	memLimit := fl.Uint64("memory-limit", 0, "guest memory limit in bytes (0: none)")
 	noSnapshot := fl.Bool("no-snapshot", false, "boot CPython instead of starting from the boot snapshot")
+	keepDictOrder := fl.Bool("keep-dict-order", false, "return str-keyed dicts not in ascending key order in their order (runtime.Config.KeepDictOrder)")
 	pageFD := fl.Int("interrupt-fd", 3, "inherited descriptor of the interrupt page")
 	stageFD := fl.Int("stage-fd", -1, "inherited descriptor of the staging file the supervisor writes large values to (-1: none; they come in Stage frames)")
 	lockDown := fl.Bool("harden", true, "lock the process down (seccomp, Landlock, rlimits, no_new_privs) once Pyodide is loaded, before any code runs; false is for debugging only: the code then runs with the worker's user, files and network")
@@ -88,7 +89,7 @@ func Main(args []string) int {
 	defer page.Close()
 
 	cfg := runtime.Config{IndexURL: indexURLs, CacheDir: *cache, MemoryLimit: *memLimit, Interrupt: page, Notice: os.Stderr,
-		AllowUnverified: *allowUnverified, NoSnapshot: *noSnapshot}
+		AllowUnverified: *allowUnverified, NoSnapshot: *noSnapshot, KeepDictOrder: *keepDictOrder}
 	if len(integrity) > 0 {
 		cfg.Integrity = integrity
 	}

@@ -30,6 +30,7 @@ class SandboxTest(unittest.TestCase):
             )
             self.assertEqual(r.stdout, "[1, 2, 3] %d float True True v\n" % (2**70 + 1))
             self.assertEqual(sb.execute("print(list(context))").stdout, repr(list(value)) + "\n")  # in order
+            self.assertEqual(list(sb.get_variable("context")), list(value))  # and back, in order
             self.assertEqual(sb.get_variable("context"), value)
         for ctx in ([1, "two", 3.0], 42, None):
             with self.subTest(context=ctx), Sandbox(ctx, binary=BIN) as sb:

@@ -38,7 +38,17 @@ const flagRef = 0x80
 // Decode reads one value. Tuples and lists decode to []any; ints to int64, or
 // *big.Int when they do not fit; str to string; bytes to []byte.
 func Decode(b []byte) (any, error) {
-	d := &decoder{b: b}
+	return decode(b, false)
+}
+
+// DecodeOrdered is Decode, but a dict whose keys are all str and not in
+// ascending order decodes to a Dict, which keeps its order.
+func DecodeOrdered(b []byte) (any, error) {
+	return decode(b, true)
+}
+
+func decode(b []byte, ordered bool) (any, error) {
+	d := &decoder{b: b, ordered: ordered}
 	v := d.value(0)
 	if d.err != nil {
 		return nil, d.err
@@ -47,10 +57,11 @@ func Decode(b []byte) (any, error) {
 }
 
 type decoder struct {
-	b    []byte
-	pos  int
-	refs []any
-	err  error
+	ordered bool // see DecodeOrdered
+	b       []byte
+	pos     int
+	refs    []any
+	err     error
 }
 
 func (d *decoder) fail(format string, args ...any) {
@@ -209,6 +220,13 @@ func (d *decoder) dict(depth int) any {
 	}
 	if !allStr {
 		return items
+	}
+	if d.ordered {
+		for i := 1; i < len(items); i++ {
+			if items[i-1].Key.(string) >= items[i].Key.(string) {
+				return items
+			}
+		}
 	}
 	m := make(map[string]any, len(items))
 	for _, it := range items {
