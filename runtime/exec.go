@@ -134,11 +134,9 @@ func (in *Interpreter) exec(ctx context.Context, code string, interactive bool, 
 	case res.Error != nil && res.Error.Type == "MemoryError":
 		in.reserveSpent.Store(true)
 	case res.Error == nil && in.reserveSpent.Load():
-		if req, err := pymarshal.Encode(pymarshal.Tuple{"rearm"}); err == nil {
-			if v, err := in.request(ctx, req, Output{}); err == nil {
-				if t, ok := v.([]any); ok && len(t) == 1 && t[0] == true {
-					in.reserveSpent.Store(false)
-				}
+		if v, err := in.request(ctx, rearmRequest, Output{}); err == nil {
+			if t, ok := v.([]any); ok && len(t) == 1 && t[0] == true {
+				in.reserveSpent.Store(false)
 			}
 		}
 	}
@@ -394,6 +392,9 @@ func (in *Interpreter) drainSignals() {
 		_, _ = in.call(in.killCtx, in.fns.errClear)
 	}
 }
+
+// rearmRequest asks the bootstrap to take its memory reserve again.
+var rearmRequest, _ = pymarshal.Encode(pymarshal.Tuple{"rearm"})
 
 // decode reads a value the guest sent, keeping dicts' order when the
 // configuration asks for it (Config.KeepDictOrder).

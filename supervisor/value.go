@@ -13,7 +13,7 @@ import (
 )
 
 // maxValueDepth bounds the nesting of values passed to Python.
-const maxValueDepth = 200
+const maxValueDepth = jsonvalue.MaxDepth
 
 // pythonValue converts a JSON-like Go value to the types the runtime
 // passes to Python: strings, []byte, bools, nil, int64, *big.Int, float64,

@@ -1,14 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
 	"slices"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/rlm-sandbox/rlm-sandbox/internal/jsonvalue"
 )
 
 // Requests carry whole contexts (tens of MB in one string), and
@@ -39,7 +39,7 @@ func splitObject(b []byte, lazy ...string) (map[string]json.RawMessage, error) {
 		if i == len(b) || b[i] != '"' {
 			return nil, fmt.Errorf("expected a member name at offset %d", i)
 		}
-		end, err := skipString(b, i)
+		end, err := jsonvalue.SkipString(b, i)
 		if err != nil {
 			return nil, err
 		}
@@ -101,7 +101,7 @@ func skipValue(b []byte, i, depth int) (int, error) {
 	}
 	switch b[i] {
 	case '"':
-		return skipString(b, i)
+		return jsonvalue.SkipString(b, i)
 	case '{', '[':
 		if depth == maxSplitDepth {
 			return i, fmt.Errorf("nested more than %d levels deep", maxSplitDepth)
@@ -150,29 +150,6 @@ func isDelimiter(c byte) bool {
 		return true
 	}
 	return false
-}
-
-// skipString returns the offset just past the string that starts at b[i]
-// (a '"'), jumping from one quote or backslash to the next.
-func skipString(b []byte, i int) (int, error) {
-	i++
-	for {
-		j := bytes.IndexByte(b[i:], '"')
-		if j < 0 {
-			return len(b), errors.New("unterminated string")
-		}
-		// The quote ends the string unless an odd run of backslashes
-		// escapes it.
-		q := i + j
-		n := 0
-		for k := q - 1; k >= i && b[k] == '\\'; k-- {
-			n++
-		}
-		if n%2 == 0 {
-			return q + 1, nil
-		}
-		i = q + 1
-	}
 }
 
 // decodeMembers sets the fields of the struct v points to from members,
@@ -231,27 +208,4 @@ func jsonFields(t reflect.Type) []jsonField {
 		}
 	}
 	return fields
-}
-
-// plainString returns the text of the JSON string b when it needs no
-// unquoting (no escape, no control character, valid UTF-8): what
-// json.Unmarshal would give, without its scanner.
-func plainString(b []byte) (string, bool) {
-	b = bytes.TrimSpace(b)
-	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
-		return "", false
-	}
-	inner := b[1 : len(b)-1]
-	if bytes.IndexByte(inner, '"') >= 0 || bytes.IndexByte(inner, '\\') >= 0 {
-		return "", false
-	}
-	for _, c := range inner {
-		if c < 0x20 {
-			return "", false
-		}
-	}
-	if !utf8.Valid(inner) {
-		return "", false
-	}
-	return string(inner), true
 }

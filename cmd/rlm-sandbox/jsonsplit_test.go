@@ -41,17 +41,3 @@ func FuzzSplitObject(f *testing.F) {
 		}
 	})
 }
-
-func TestPlainString(t *testing.T) {
-	for _, s := range []string{`"abc"`, `""`, `"é😀"`, `"a\"b"`, `"a\\b"`, `"\u00e9"`, "\"a\x01\"", "\"\xff\"", `"a"b"`, ` "x" `} {
-		got, ok := plainString([]byte(s))
-		var want string
-		werr := json.Unmarshal([]byte(s), &want)
-		if ok && (werr != nil || got != want) {
-			t.Errorf("plainString(%q) = %q, json.Unmarshal: %q, %v", s, got, want, werr)
-		}
-	}
-	if _, ok := plainString([]byte(`"plain text"`)); !ok {
-		t.Error("a plain string took the slow path")
-	}
-}

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -15,65 +13,11 @@ import (
 	"github.com/rlm-sandbox/rlm-sandbox/runtime"
 )
 
-// parseJSON decodes one JSON value into the Go values Python's own types
-// come from: integers become int64 (or *big.Int beyond int64), other
-// numbers float64, objects runtime.Dict (keeping their members' order,
-// as json.loads does), arrays []any.
-func parseJSON(data []byte) (any, error) {
-	if s, ok := plainString(data); ok { // a context: one string, often large
-		return s, nil
-	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, errors.New("no JSON value")
-	}
-	return jsonvalue.Decode(data, maxValueDepth)
-}
-
-// maxValueDepth is how many arrays and objects a value passed to Python
-// may nest in one another: the supervisor refuses deeper values.
-const maxValueDepth = 200
-
-// parseValue is parseJSON for a value passed to Python: one nested deeper
-// than maxValueDepth is an error.
+// parseValue decodes a JSON value passed to Python (a context, a
+// variable) into the values Python's own types come from (see
+// jsonvalue.Decode): one nested deeper than jsonvalue.MaxDepth is an error.
 func parseValue(data []byte) (any, error) {
-	if err := checkJSONDepth(data, maxValueDepth); err != nil {
-		return nil, err
-	}
-	return parseJSON(data)
-}
-
-// checkJSONDepth fails when the JSON text data nests values more than max
-// levels deep, the way the supervisor counts: the top-level value is at
-// level 0, the elements and values of a container one level below it. It
-// looks at the brackets only (strings skipped as splitObject skips them),
-// so that encoding/json's own limit (10,000 levels) is never the one
-// reached; other errors are left to the decoder.
-func checkJSONDepth(data []byte, max int) error {
-	open := 0 // containers open around the current position
-	for i := 0; i < len(data); i++ {
-		c := data[i]
-		switch c {
-		case ' ', '\t', '\n', '\r', ',', ':':
-			continue
-		case ']', '}':
-			open--
-			continue
-		}
-		if open > max { // a value, or a key, inside a container at level max
-			return fmt.Errorf("the value is nested more than %d levels deep, the limit", max)
-		}
-		switch c {
-		case '[', '{':
-			open++
-		case '"':
-			end, err := skipString(data, i)
-			if err != nil {
-				return nil // unterminated: the decoder says so
-			}
-			i = end - 1
-		}
-	}
-	return nil
+	return jsonvalue.Decode(data, jsonvalue.MaxDepth)
 }
 
 // toJSON converts a value that came from Python (see

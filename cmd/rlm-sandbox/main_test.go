@@ -118,7 +118,7 @@ func TestParseByteSize(t *testing.T) {
 }
 
 func TestJSONValues(t *testing.T) {
-	v, err := parseJSON([]byte(`{"i": 1, "big": 123456789012345678901234567890, "f": 1.5, "e": 1e3, "a": [true, null, "s"]}`))
+	v, err := parseValue([]byte(`{"i": 1, "big": 123456789012345678901234567890, "f": 1.5, "e": 1e3, "a": [true, null, "s"]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,8 +129,8 @@ func TestJSONValues(t *testing.T) {
 		t.Fatalf("%#v", v)
 	}
 	for _, bad := range []string{"", "1 2", "{", "nul"} {
-		if _, err := parseJSON([]byte(bad)); err == nil {
-			t.Errorf("parseJSON(%q) accepted", bad)
+		if _, err := parseValue([]byte(bad)); err == nil {
+			t.Errorf("parseValue(%q) accepted", bad)
 		}
 	}
 

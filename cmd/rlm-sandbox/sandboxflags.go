@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rlm-sandbox/rlm-sandbox/internal/jsonvalue"
 	"github.com/rlm-sandbox/rlm-sandbox/runtime"
 	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
 	"github.com/spf13/pflag"
@@ -125,12 +126,12 @@ func (o *sandboxOptions) contextValue(stdin io.Reader) (any, error) {
 			}
 			data = b
 		}
-		if err := checkJSONDepth(data, maxValueDepth); err != nil {
-			return nil, usageErrorf("--context-json: %v", err)
-		}
-		v, err := parseJSON(data)
+		v, err := parseValue(data)
 		var num *strconv.NumError
+		var deep *jsonvalue.DepthError
 		switch {
+		case errors.As(err, &deep):
+			return nil, usageErrorf("--context-json: %v", err)
 		case errors.As(err, &num) && errors.Is(num.Err, strconv.ErrRange):
 			return nil, usageErrorf("--context-json: the number %s is out of range: a Python float holds at most about 1.8e308", num.Num)
 		case err != nil:

@@ -32,8 +32,16 @@ import (
 // Text that is not one valid JSON value fails with encoding/json's error.
 // So does a value nested more than maxDepth levels deep: the top-level
 // value is at level 0, the members and elements of a container at level
-// n at level n+1.
+// n at level n+1 (checked first, so that encoding/json's own limit of
+// 10,000 levels is never the one met). A top-level string with no escape
+// is taken as it is, without a scan of its text (a context, often large).
 func Decode(data []byte, maxDepth int) (any, error) {
+	if s, ok := plainString(data); ok {
+		return s, nil
+	}
+	if err := checkDepth(data, maxDepth); err != nil {
+		return nil, err
+	}
 	if !json.Valid(data) {
 		// encoding/json says what is wrong, and where.
 		var v any
@@ -43,18 +51,100 @@ func Decode(data []byte, maxDepth int) (any, error) {
 		}
 		return nil, err
 	}
-	d := decoder{b: data, max: maxDepth}
-	v, err := d.value(0)
-	if err != nil {
-		return nil, err
+	d := decoder{b: data}
+	return d.value()
+}
+
+// MaxDepth is how many levels below the top-level value the values passed
+// to Python may nest (see Decode).
+const MaxDepth = 200
+
+// DepthError is the error of a value nested more than Max levels deep.
+type DepthError struct{ Max int }
+
+func (e *DepthError) Error() string {
+	return fmt.Sprintf("the value is nested more than %d levels deep, the limit", e.Max)
+}
+
+// checkDepth fails when data nests values more than max levels deep. It
+// looks at the brackets only (strings skipped), and leaves other errors to
+// the decoder.
+func checkDepth(data []byte, max int) error {
+	open := 0 // containers open around the current position
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		switch c {
+		case ' ', '\t', '\n', '\r', ',', ':':
+			continue
+		case ']', '}':
+			open--
+			continue
+		}
+		if open > max { // a value, or a key, inside a container at level max
+			return &DepthError{Max: max}
+		}
+		switch c {
+		case '[', '{':
+			open++
+		case '"':
+			end, err := SkipString(data, i)
+			if err != nil {
+				return nil // unterminated: the decoder says so
+			}
+			i = end - 1
+		}
 	}
-	return v, nil
+	return nil
+}
+
+// SkipString returns the offset just past the JSON string that starts at
+// b[i] (a '"'), jumping from one quote to the next.
+func SkipString(b []byte, i int) (int, error) {
+	i++
+	for {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			return len(b), errors.New("unterminated string")
+		}
+		// The quote ends the string unless an odd run of backslashes
+		// escapes it.
+		q := i + j
+		n := 0
+		for k := q - 1; k >= i && b[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1, nil
+		}
+		i = q + 1
+	}
+}
+
+// plainString returns the text of the JSON string b when it needs no
+// decoding: no escape, no control character, valid UTF-8.
+func plainString(b []byte) (string, bool) {
+	b = bytes.Trim(b, " \t\r\n") // JSON's white space, not bytes.TrimSpace's (\f, \v, U+0085)
+	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
+		return "", false
+	}
+	inner := b[1 : len(b)-1]
+	if bytes.IndexByte(inner, '"') >= 0 || bytes.IndexByte(inner, '\\') >= 0 {
+		return "", false
+	}
+	for _, c := range inner {
+		if c < 0x20 {
+			return "", false
+		}
+	}
+	if !utf8.Valid(inner) {
+		return "", false
+	}
+	return string(inner), true
 }
 
 type decoder struct {
-	b   []byte
-	i   int
-	max int
+	b []byte
+	i int
 }
 
 func (d *decoder) space() {
@@ -68,22 +158,19 @@ func (d *decoder) space() {
 	}
 }
 
-// value decodes the value at d.i, at the given level. The text has been
-// validated: what follows relies on it only for where tokens end, and
-// fails rather than reading out of bounds if it was not.
-func (d *decoder) value(depth int) (any, error) {
+// value decodes the value at d.i. The text has been validated (and its
+// depth checked): what follows relies on it only for where tokens end,
+// and fails rather than reading out of bounds if it was not.
+func (d *decoder) value() (any, error) {
 	d.space()
 	if d.i >= len(d.b) {
 		return nil, errors.New("unexpected end of JSON input")
 	}
-	if depth > d.max {
-		return nil, d.tooDeep()
-	}
 	switch c := d.b[d.i]; {
 	case c == '{':
-		return d.object(depth)
+		return d.object()
 	case c == '[':
-		return d.array(depth)
+		return d.array()
 	case c == '"':
 		return d.str()
 	case c == 't':
@@ -100,11 +187,7 @@ func (d *decoder) value(depth int) (any, error) {
 	}
 }
 
-func (d *decoder) tooDeep() error {
-	return fmt.Errorf("the value is nested more than %d levels deep, the limit", d.max)
-}
-
-func (d *decoder) object(depth int) (any, error) {
+func (d *decoder) object() (any, error) {
 	d.i++ // {
 	out := runtime.Dict{}
 	var index map[string]int // key → its place in out, once out is long
@@ -127,7 +210,7 @@ func (d *decoder) object(depth int) (any, error) {
 		}
 		d.space()
 		d.i++ // :
-		v, err := d.value(depth + 1)
+		v, err := d.value()
 		if err != nil {
 			return nil, err
 		}
@@ -162,7 +245,7 @@ func (d *decoder) object(depth int) (any, error) {
 	}
 }
 
-func (d *decoder) array(depth int) (any, error) {
+func (d *decoder) array() (any, error) {
 	d.i++ // [
 	out := []any{}
 	for {
@@ -177,7 +260,7 @@ func (d *decoder) array(depth int) (any, error) {
 		if d.b[d.i] == ',' {
 			d.i++
 		}
-		v, err := d.value(depth + 1)
+		v, err := d.value()
 		if err != nil {
 			return nil, err
 		}
@@ -192,27 +275,17 @@ func (d *decoder) str() (any, error) {
 	if start >= len(d.b) || d.b[start] != '"' {
 		return nil, errors.New("invalid JSON: expected a string")
 	}
-	plain := true
-	i := start + 1
-	for {
-		j := bytes.IndexAny(d.b[i:], "\"\\")
-		if j < 0 {
-			return nil, errors.New("unexpected end of JSON input")
-		}
-		i += j
-		if d.b[i] == '"' {
-			break
-		}
-		plain = false
-		i += 2 // a backslash and the character it escapes
+	end, err := SkipString(d.b, start)
+	if err != nil {
+		return nil, err
 	}
-	d.i = i + 1
-	raw := d.b[start+1 : i]
-	if plain && utf8.Valid(raw) {
+	d.i = end
+	raw := d.b[start+1 : end-1]
+	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
 		return string(raw), nil
 	}
 	var s string
-	if err := json.Unmarshal(d.b[start:d.i], &s); err != nil {
+	if err := json.Unmarshal(d.b[start:end], &s); err != nil {
 		return nil, err
 	}
 	return s, nil
