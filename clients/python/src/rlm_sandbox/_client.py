@@ -433,7 +433,12 @@ class Client:
             try:
                 self._transport.send(data)
             except (OSError, ValueError) as e:  # a closed pipe or file
-                raise ServerClosed(None, "closed", "cannot write to the server: %s" % e) from e
+                # The server may have closed before the reader saw it: say
+                # what the transport knows (a socket closed before the
+                # server sent anything is likely a TLS server).
+                detail = self._transport.describe_exit()
+                text = "cannot write to the server: %s" % e
+                raise ServerClosed(None, "closed", text + (" (%s)" % detail if detail else "")) from e
 
     def _notify_destroy(self, sandbox_id: str) -> None:
         """Sends destroy without waiting for the answer."""
