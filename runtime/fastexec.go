@@ -359,11 +359,7 @@ func splitCell(code string) (head, tail string, lines int, display, split bool) 
 
 // call calls fn and returns its result (fast path functions return one).
 func (f *fastState) call(in *Interpreter, fn api.Function, args ...uint64) (uint64, error) {
-	res, err := in.call(in.killCtx, fn, args...)
-	if err != nil {
-		return 0, err
-	}
-	return res[0], nil
+	return in.call1(fn, args...)
 }
 
 // fastFail hands the exception the last C API call raised to the
@@ -417,7 +413,7 @@ func (in *Interpreter) fastFlush(f *fastState) error {
 				continue
 			}
 			if wt == 0 {
-				_, err = in.call(in.killCtx, in.fns.errClear)
+				_, err = in.call1(in.fns.errClear)
 			} else {
 				in.decRef(in.killCtx, wt)
 			}
@@ -426,15 +422,15 @@ func (in *Interpreter) fastFlush(f *fastState) error {
 			}
 		}
 		// flush() flushes both streams and swallows what they raise.
-		r, err := in.call(in.killCtx, in.fns.callNoArgs, uint64(f.obj.Flush))
+		r, err := in.call1(in.fns.callNoArgs, uint64(f.obj.Flush))
 		if err != nil {
 			return err
 		}
-		if r[0] == 0 {
-			_, err = in.call(in.killCtx, in.fns.errClear)
+		if r == 0 {
+			_, err = in.call1(in.fns.errClear)
 			return err
 		}
-		in.decRef(in.killCtx, r[0])
+		in.decRef(in.killCtx, r)
 		return nil
 	}
 	return nil
@@ -486,7 +482,7 @@ func (in *Interpreter) pythonMinor() int {
 
 // decRef drops a reference the host holds.
 func (in *Interpreter) decRef(ctx context.Context, p uint64) {
-	_, _ = in.call(ctx, in.fns.decRef, p)
+	_, _ = in.call1(in.fns.decRef, p)
 }
 
 // cellName is the name of the nth cell, as tracebacks show it.

@@ -137,6 +137,7 @@ type Interpreter struct {
 	fns       guestFuncs
 	closed    atomic.Bool
 	deadErr   error
+	stack     [8]uint64       // call1's arguments and result
 	killCtx   context.Context // every guest call runs under it; Close cancels it
 	kill      context.CancelFunc
 	version   string
@@ -565,27 +566,52 @@ func (in *Interpreter) call(ctx context.Context, f api.Function, args ...uint64)
 	if in.deadErr != nil {
 		return nil, in.deadErr
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("runtime: guest panic: %v", r)
-		}
-		if err != nil {
-			// An exit or abort is the guest's own doing: its message, not
-			// the wasm stack trace wazero adds (kept for traps).
-			var exit *emscripten.ExitError
-			var abort *emscripten.AbortError
-			if errors.As(err, &exit) {
-				err = exit
-			} else if errors.As(err, &abort) {
-				err = abort
-			} else if msg := err.Error(); msg == "stack overflow" || strings.HasPrefix(msg, "wasm error: stack overflow") {
-				err = errStackOverflow
-			}
-			in.deadErr = fmt.Errorf("%w: %w", ErrDead, err)
-			err = in.deadErr
-		}
-	}()
+	defer in.callEnded(&err)
 	return f.Call(in.killCtx, args...)
+}
+
+// call1 is call for a function of at most len(in.stack) parameters and
+// one result, which it returns: the request path's C API calls, without
+// the allocations of api.Function.Call (its arguments and results). The
+// stack is the interpreter's own; a call made from a host function while
+// one runs reuses it, which is safe, since a call reads its arguments
+// before anything else runs and writes its result when it returns.
+func (in *Interpreter) call1(f api.Function, args ...uint64) (r uint64, err error) {
+	if in.deadErr != nil {
+		return 0, in.deadErr
+	}
+	defer in.callEnded(&err)
+	st := in.stack[:]
+	copy(st, args)
+	if err := f.CallWithStack(in.killCtx, st); err != nil {
+		return 0, err
+	}
+	return st[0], nil
+}
+
+// callEnded turns a guest call's panic or error into the interpreter's
+// death (deadErr), with the guest's own message for an exit or abort.
+func (in *Interpreter) callEnded(errp *error) {
+	if r := recover(); r != nil {
+		*errp = fmt.Errorf("runtime: guest panic: %v", r)
+	}
+	err := *errp
+	if err == nil {
+		return
+	}
+	// An exit or abort is the guest's own doing: its message, not the
+	// wasm stack trace wazero adds (kept for traps).
+	var exit *emscripten.ExitError
+	var abort *emscripten.AbortError
+	if errors.As(err, &exit) {
+		err = exit
+	} else if errors.As(err, &abort) {
+		err = abort
+	} else if msg := err.Error(); msg == "stack overflow" || strings.HasPrefix(msg, "wasm error: stack overflow") {
+		err = errStackOverflow
+	}
+	in.deadErr = fmt.Errorf("%w: %w", ErrDead, err)
+	*errp = in.deadErr
 }
 
 func (in *Interpreter) malloc(ctx context.Context, n uint32) (uint32, error) {
