@@ -251,6 +251,35 @@ func documentedSession(t *testing.T) []sessionStep {
 // llm_query for the client, which answers only after s2 has executed, so
 // the test can only pass if executions are concurrent. It also checks the
 // batched and failing bridge calls, rlm_query, and the streamed output.
+// TestServeFailedCreateTakesItsID: a create that fails its parameter
+// check still takes the next id, so an execute sent without waiting on the
+// id that create would have returned fails instead of running in the
+// sandbox of the next create.
+func TestServeFailedCreateTakesItsID(t *testing.T) {
+	c := startServer(t)
+	c.call(1, "create", map[string]any{"contxt": "typo"})
+	c.call(2, "create", map[string]any{"context": "second"})
+	c.call(3, "execute", map[string]any{"sandbox": "s1", "code": "print(context)"})
+	c.call(4, "execute", map[string]any{"sandbox": "s2", "code": "print(context)"})
+	got := map[float64]map[string]any{}
+	for range 4 {
+		_, m := c.next(2 * time.Minute)
+		got[m["id"].(float64)] = m
+	}
+	if _, ok := got[1]["error"]; !ok {
+		t.Fatalf("create with an unknown parameter: %v", got[1])
+	}
+	if r, _ := got[2]["result"].(map[string]any); r["sandbox"] != "s2" {
+		t.Fatalf("the second create: %v, want sandbox s2", got[2])
+	}
+	if e, _ := got[3]["error"].(map[string]any); e == nil || e["code"] != float64(-32003) {
+		t.Fatalf("execute on the failed create's id: %v, want -32003", got[3])
+	}
+	if r, _ := got[4]["result"].(map[string]any); r["stdout"] != "second\n" {
+		t.Fatalf("execute on s2: %v", got[4])
+	}
+}
+
 func TestServeConcurrentBridge(t *testing.T) {
 	c := startServer(t)
 	c.call(1, "create", map[string]any{"context": "Ada", "stream": true, "bridges": []string{"llm_query", "rlm_query"}})

@@ -226,7 +226,7 @@ func (s *server) lookup(id string) (*sandboxEntry, error) {
 	e := s.sandboxes[id]
 	s.mu.Unlock()
 	if e == nil {
-		return nil, newRPCError(codeNoSuchSandbox, kindNoSuchSandbox, "no sandbox %q (destroyed, or never created)", id)
+		return nil, newRPCError(codeNoSuchSandbox, kindNoSuchSandbox, "no sandbox %q (destroyed, its create failed, or never created)", id)
 	}
 	return e, nil
 }
@@ -268,6 +268,13 @@ func (s *server) queue(raw json.RawMessage, p any, sp *sandboxParam, done doneFu
 // create registers the sandbox at once, so requests naming its id can
 // follow without waiting, and starts it first thing in its queue.
 func (s *server) create(raw json.RawMessage, done doneFunc) {
+	// Every create takes the next id, whatever becomes of it: a client
+	// that sends execute on the id create will return without waiting
+	// must not reach another sandbox because an earlier create failed.
+	s.mu.Lock()
+	s.created++
+	id := fmt.Sprintf("s%d", s.created)
+	s.mu.Unlock()
 	var p createParams
 	if err := decodeParams(raw, &p); err != nil {
 		done(nil, err)
@@ -320,8 +327,7 @@ func (s *server) create(raw json.RawMessage, done doneFunc) {
 		done(nil, err)
 		return
 	}
-	s.created++
-	e := &sandboxEntry{id: fmt.Sprintf("s%d", s.created), q: newJobQueue(), value: value}
+	e := &sandboxEntry{id: id, q: newJobQueue(), value: value}
 	if release != nil {
 		e.gone = func() { release(e) }
 	}
