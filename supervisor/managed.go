@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"sync"
 )
 
@@ -25,7 +26,18 @@ func (m *managed) Initialize(ctx context.Context, value any) error {
 }
 
 func (m *managed) Execute(ctx context.Context, code string) (*CodeExecution, error) {
-	return m.backend().Execute(ctx, code)
+	ce, err := m.backend().Execute(ctx, code)
+	return stoppedBeforeStart(code, ce, err)
+}
+
+// stoppedBeforeStart gives an execution stopped before its code started
+// (ctx done while it waited for the sandbox) the CodeExecution that
+// Execute documents for a stop: the code's, with nothing printed.
+func stoppedBeforeStart(code string, ce *CodeExecution, err error) (*CodeExecution, error) {
+	if ce == nil && (errors.Is(err, ErrCanceled) || errors.Is(err, ErrTimeout)) {
+		ce = &CodeExecution{Code: code}
+	}
+	return ce, err
 }
 
 func (m *managed) GetVariable(ctx context.Context, name string) (any, bool, error) {
@@ -73,7 +85,8 @@ func (m *managed) Restart(ctx context.Context) error {
 }
 
 func (m *managed) ExecuteInteractive(ctx context.Context, code string) (*CodeExecution, error) {
-	return m.backend().ExecuteInteractive(ctx, code)
+	ce, err := m.backend().ExecuteInteractive(ctx, code)
+	return stoppedBeforeStart(code, ce, err)
 }
 
 func (m *managed) IsComplete(ctx context.Context, source string) (bool, error) {

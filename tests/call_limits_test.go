@@ -19,8 +19,16 @@ func TestCancelledContextRunsNothing(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		for range 20 {
-			if _, err := sb.Execute(ctx, "n += 1"); !errors.Is(err, supervisor.ErrCanceled) {
+			ce, err := sb.Execute(ctx, "n += 1")
+			if !errors.Is(err, supervisor.ErrCanceled) {
 				t.Fatalf("Execute: err = %v, want ErrCanceled", err)
+			}
+			// The documented CodeExecution so far: nothing ran.
+			if ce == nil || ce.Code != "n += 1" || ce.Stdout != "" {
+				t.Fatalf("Execute: CodeExecution %+v, want one for the code, with no output", ce)
+			}
+			if ce, err := sb.ExecuteInteractive(ctx, "n"); ce == nil || !errors.Is(err, supervisor.ErrCanceled) {
+				t.Fatalf("ExecuteInteractive: %+v, %v; want a CodeExecution and ErrCanceled", ce, err)
 			}
 			if err := sb.SetVariable(ctx, "n", 100); !errors.Is(err, supervisor.ErrCanceled) {
 				t.Fatalf("SetVariable: err = %v, want ErrCanceled", err)
