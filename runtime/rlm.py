@@ -49,6 +49,16 @@ def _need_str(func, what, v):
         )
 
 
+def _need_list(func, what, v, single):
+    # A str is iterable, but as a list of prompts it would ask one per
+    # character: the likely slip is the single call.
+    if isinstance(v, (str, bytes, bytearray)):
+        raise TypeError(
+            "%s() %s must be a list of str, not %s (for one, call %s)"
+            % (func, what, type(v).__name__, single)
+        )
+
+
 def _results(reply, return_exceptions):
     answered, replies = reply
     if answered:
@@ -122,6 +132,7 @@ def llm_query_batched(prompts, return_exceptions=False):
     return_exceptions is true: then the list holds a BridgeError in place
     of each failed answer.
     """
+    _need_list("llm_query_batched", "prompts", prompts, "llm_query(prompt)")
     prompts = list(prompts)
     for p in prompts:
         if not isinstance(p, str):
@@ -158,6 +169,7 @@ def rlm_query_batched(tasks, ctx=None, return_exceptions=False):
     context when ctx is None), or a (task, ctx) pair. Failures are handled
     as in llm_query_batched.
     """
+    _need_list("rlm_query_batched", "tasks", tasks, "rlm_query(task, ctx)")
     calls = []
     for t in tasks:
         if isinstance(t, tuple) and len(t) == 2:

@@ -407,11 +407,18 @@ try:
     llm_query_batched(["a", 3])
 except TypeError as e:
     print("TypeError", e)
+for f, arg in ((llm_query_batched, "abc"), (rlm_query_batched, b"abc")):
+    try:
+        f(arg)
+    except TypeError as e:
+        print("TypeError", e)
 `)
 	want := "['llm_query:a', 7, ['a', 1], 'llm_query:b']\n" +
 		"['rlm_query:t', 'rlm_query:u']\n" +
 		"llm_query:a llm_query:b [('BridgeError', 1), ('BridgeError', 2)]\n" +
-		"TypeError llm_query_batched() prompts must be str, not int\n"
+		"TypeError llm_query_batched() prompts must be str, not int\n" +
+		"TypeError llm_query_batched() prompts must be a list of str, not str (for one, call llm_query(prompt))\n" +
+		"TypeError rlm_query_batched() tasks must be a list of str, not bytes (for one, call rlm_query(task, ctx))\n"
 	if out != want {
 		t.Errorf("stdout:\n%s\nwant:\n%s", out, want)
 	}
