@@ -78,6 +78,15 @@ func (o *sandboxOptions) validate() error {
 	if m := uint64(o.memoryLimit); m != 0 && (m < minMemoryLimit || m > maxMemoryLimit) {
 		return usageErrorf("--memory-limit must be from 32M to 4G (0: 4G); %d bytes is out of range", m)
 	}
+	// A negative limit would mean none: refuse it rather than run unbounded.
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"timeout", o.timeout}, {"wall-timeout", o.wallTimeout}} {
+		if f.d < 0 {
+			return usageErrorf("--%s must be 0 (never) or more, not %v", f.name, f.d)
+		}
+	}
 	return nil
 }
 
