@@ -140,7 +140,6 @@ func fastable(code string) bool {
 // raised, the bootstrap's reply is in the channel (none when an interrupt
 // hit the bootstrap as it replied); err is for the interpreter itself.
 func (in *Interpreter) runFast(f *fastState, code, name string, interactive bool) (ok bool, err error) {
-	ctx := in.killCtx
 	in.channel.reset(nil, nil) // the reply of a cell that raises
 	// The source, and for an interactive cell room for its two parts
 	// (runSplit): they and the newlines before the second take at most
@@ -171,13 +170,13 @@ func (in *Interpreter) runFast(f *fastState, code, name string, interactive bool
 	if err != nil || nameObj == 0 {
 		return in.fastFail(f, err)
 	}
-	defer in.decRef(ctx, nameObj)
+	defer in.decRef(nameObj)
 	srcObj, err := f.call(in, f.fn.str, uint64(src), uint64(len(code)))
 	if err != nil || srcObj == 0 {
 		return in.fastFail(f, err)
 	}
 	r, err := f.call(in, f.fn.dictSet, uint64(f.obj.Sources), nameObj, srcObj)
-	in.decRef(ctx, srcObj) // sources holds it: srcObj stays valid below
+	in.decRef(srcObj) // sources holds it: srcObj stays valid below
 	if err != nil || int32(r) != 0 {
 		return in.fastFail(f, err)
 	}
@@ -200,14 +199,14 @@ func (in *Interpreter) runFast(f *fastState, code, name string, interactive bool
 		if err != nil || res == 0 {
 			return in.fastFail(f, err)
 		}
-		in.decRef(ctx, res)
+		in.decRef(res)
 		return true, in.fastFlush(f)
 	}
 	codeObj, err := f.compile(in, src, nameObj, pyFileInput)
 	if err != nil || codeObj == 0 {
 		return in.fastFail(f, err)
 	}
-	defer in.decRef(ctx, codeObj)
+	defer in.decRef(codeObj)
 	if raised, err := in.fastEval(f, codeObj); raised || err != nil {
 		return in.fastFail(f, err)
 	}
@@ -229,7 +228,7 @@ func (in *Interpreter) fastEval(f *fastState, codeObj uint64) (raised bool, err 
 		return res == 0, err
 	}
 	if uint32(res) != f.obj.None {
-		in.decRef(in.killCtx, res)
+		in.decRef(res)
 	}
 	return false, nil
 }
@@ -272,7 +271,7 @@ func (in *Interpreter) runSplit(f *fastState, code string, nameObj uint64) (ok, 
 	defer func() {
 		for _, c := range codes {
 			if c != 0 {
-				in.decRef(ctx, c)
+				in.decRef(c)
 			}
 		}
 	}()
@@ -377,7 +376,7 @@ func (in *Interpreter) fastFail(f *fastState, err error) (bool, error) {
 		return false, errors.New("runtime: fast path: a C API call failed without an exception")
 	}
 	r, err := f.call(in, f.fn.call1, uint64(f.obj.Fail), exc)
-	in.decRef(in.killCtx, exc)
+	in.decRef(exc)
 	if err == nil && in.deadErr != nil {
 		// Freeing the exception (its traceback, its frames) stopped the
 		// interpreter: a recursion a million frames deep overflows the
@@ -392,7 +391,7 @@ func (in *Interpreter) fastFail(f *fastState, err error) (bool, error) {
 		_, err = in.call(in.killCtx, in.fns.errClear)
 		return false, err
 	}
-	in.decRef(in.killCtx, r)
+	in.decRef(r)
 	return false, nil
 }
 
@@ -415,7 +414,7 @@ func (in *Interpreter) fastFlush(f *fastState) error {
 			if wt == 0 {
 				_, err = in.call1(in.fns.errClear)
 			} else {
-				in.decRef(in.killCtx, wt)
+				in.decRef(wt)
 			}
 			if err != nil {
 				return err
@@ -430,7 +429,7 @@ func (in *Interpreter) fastFlush(f *fastState) error {
 			_, err = in.call1(in.fns.errClear)
 			return err
 		}
-		in.decRef(in.killCtx, r)
+		in.decRef(r)
 		return nil
 	}
 	return nil
@@ -481,7 +480,7 @@ func (in *Interpreter) pythonMinor() int {
 }
 
 // decRef drops a reference the host holds.
-func (in *Interpreter) decRef(ctx context.Context, p uint64) {
+func (in *Interpreter) decRef(p uint64) {
 	_, _ = in.call1(in.fns.decRef, p)
 }
 

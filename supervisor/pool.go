@@ -54,33 +54,41 @@ func (p *Pool) fill() {
 		case <-p.ctx.Done():
 			return
 		}
-		delay := time.Duration(0)
-		for {
-			if delay > 0 {
-				t := time.NewTimer(delay)
-				select {
-				case <-t.C:
-				case <-p.ctx.Done():
-					t.Stop()
-					return
-				}
+		b, ok := p.start()
+		if !ok {
+			return
+		}
+		p.ready <- &managed{cfg: p.cfg, b: b} // never waits: the place was taken
+	}
+}
+
+// start starts a sandbox, retrying with a growing delay while that fails;
+// ok is false once the pool is closed.
+func (p *Pool) start() (backend, bool) {
+	delay := time.Duration(0)
+	for {
+		if delay > 0 {
+			t := time.NewTimer(delay)
+			select {
+			case <-t.C:
+			case <-p.ctx.Done():
+				t.Stop()
+				return nil, false
 			}
-			b, err := start(p.ctx, p.cfg)
-			if err != nil {
-				if p.ctx.Err() != nil {
-					return
-				}
-				delay = min(max(2*delay, time.Second), time.Minute)
-				p.cfg.Logger.Warn("pool: could not start a sandbox; retrying", "err", err, "in", delay)
-				continue
-			}
+		}
+		b, err := start(p.ctx, p.cfg)
+		if err == nil {
 			if p.ctx.Err() != nil {
 				b.Destroy()
-				return
+				return nil, false
 			}
-			p.ready <- &managed{cfg: p.cfg, b: b} // never waits: the place was taken
-			break
+			return b, true
 		}
+		if p.ctx.Err() != nil {
+			return nil, false
+		}
+		delay = min(max(2*delay, time.Second), time.Minute)
+		p.cfg.Logger.Warn("pool: could not start a sandbox; retrying", "err", err, "in", delay)
 	}
 }
 

@@ -46,6 +46,12 @@ const (
 	maxMemoryLimit = 4 << 30
 )
 
+// memoryLimitOK reports whether m is 0 (4 GiB) or in that range; the CLI's
+// flag and serve's memory_limit take the same values.
+func memoryLimitOK(m uint64) bool {
+	return m == 0 || (m >= minMemoryLimit && m <= maxMemoryLimit)
+}
+
 func (o *sandboxOptions) addFlags(fs *pflag.FlagSet, defaultTimeout time.Duration) {
 	o.flags = fs
 	fs.StringVar(&o.contextText, "context", "", "`TEXT` that becomes the Python variable context")
@@ -75,7 +81,7 @@ func (o *sandboxOptions) validate() error {
 			return usageErrorf("--%s is empty: give %s", f.name, f.want)
 		}
 	}
-	if m := uint64(o.memoryLimit); m != 0 && (m < minMemoryLimit || m > maxMemoryLimit) {
+	if m := uint64(o.memoryLimit); !memoryLimitOK(m) {
 		return usageErrorf("--memory-limit must be from 32M to 4G (0: 4G); %d bytes is out of range", m)
 	}
 	// A negative limit would mean none: refuse it rather than run unbounded.

@@ -281,7 +281,7 @@ func (s *server) create(raw json.RawMessage, done doneFunc) {
 		return
 	}
 	switch {
-	case p.MemoryLimit != 0 && (p.MemoryLimit < minMemoryLimit || p.MemoryLimit > maxMemoryLimit):
+	case !memoryLimitOK(p.MemoryLimit):
 		done(nil, invalidParams("memory_limit %d: from %d (32 MiB) to %d (4 GiB) bytes, or 0 for 4 GiB", p.MemoryLimit, minMemoryLimit, maxMemoryLimit))
 		return
 	case p.TimeoutMS != nil && (*p.TimeoutMS < 0 || math.IsNaN(*p.TimeoutMS)):
