@@ -4,8 +4,8 @@ Every sandbox binds these names in __main__ before each execution:
 
     llm_query(prompt) -> str
     llm_query_batched(prompts, return_exceptions=False) -> list
-    rlm_query(task, ctx=None) -> str
-    rlm_query_batched(tasks, ctx=None, return_exceptions=False) -> list
+    rlm_query(task, ctx=<this sandbox's context>) -> str
+    rlm_query_batched(tasks, ctx=<this sandbox's context>, return_exceptions=False) -> list
     chunk_text(text, size=10000, overlap=500) -> list[str]
     search_context(pattern, window=200, max_results=100) -> list[dict]
     BridgeError
@@ -143,31 +143,43 @@ def llm_query_batched(prompts, return_exceptions=False):
     return _results(_rlm.bridge("llm_query", prompts), return_exceptions)
 
 
+class _SandboxContext:
+    # The default of rlm_query's ctx, so that an explicit None is a
+    # context like any other value.
+    __slots__ = ()
+
+    def __repr__(self):
+        return "<this sandbox's context>"
+
+
+_SANDBOX_CONTEXT = _SandboxContext()
+
+
 def _rlm_args(func, task, ctx):
     _need_str(func, "task", task)
-    if ctx is None:
-        return (task,)
+    if ctx is _SANDBOX_CONTEXT:
+        return (task,)  # the host sends the sandbox's context
     return (task, _rlm.plain(ctx))
 
 
-def rlm_query(task, ctx=None):
+def rlm_query(task, ctx=_SANDBOX_CONTEXT):
     """Hand a sub-task to a recursive RLM agent run by the host.
 
     task says what to do; ctx is the input the sub-agent works on (any
-    str, list, dict or number). When ctx is omitted the sub-agent gets this
-    sandbox's context: the value the host set, even if `context` was
-    rebound since. Returns the sub-agent's answer (a str). Raises
+    str, list, dict or number, or None). When ctx is omitted the sub-agent
+    gets this sandbox's context: the value the host set, even if `context`
+    was rebound since. Returns the sub-agent's answer (a str). Raises
     BridgeError when the host's callback fails or the host set none.
     """
     return _one(_bridge("rlm_query", [_rlm_args("rlm_query", task, ctx)]))
 
 
-def rlm_query_batched(tasks, ctx=None, return_exceptions=False):
+def rlm_query_batched(tasks, ctx=_SANDBOX_CONTEXT, return_exceptions=False):
     """Run several rlm_query calls concurrently; answers in order.
 
     Each item of tasks is a task (str), which gets ctx (or this sandbox's
-    context when ctx is None), or a (task, ctx) pair. Failures are handled
-    as in llm_query_batched.
+    context when ctx is omitted), or a (task, ctx) pair. Failures are
+    handled as in llm_query_batched.
     """
     _need_list("rlm_query_batched", "tasks", tasks, "rlm_query(task, ctx)")
     calls = []

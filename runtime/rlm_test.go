@@ -41,17 +41,22 @@ func TestBridge(t *testing.T) {
 print(llm_query("hello"))
 print(rlm_query("task"))
 print(rlm_query("task", ctx=[1, {"a": 2}]))
+print(rlm_query("task", None), rlm_query_batched([("t", None)]), rlm_query_batched(["u"]))
 try:
     llm_query("fail")
 except BridgeError as e:
     print("caught", e)
 print(type(llm_query("x")).__name__, llm_query.__module__)
 `)
-	want := "HELLO\nTASK\nTASK[1 MAP[A:2]]\ncaught the model is down\nstr rlm\n"
+	// An explicit None is a context like any other; only an omitted ctx
+	// stands for the sandbox's (the host adds it: args of one).
+	want := "HELLO\nTASK\nTASK[1 MAP[A:2]]\nTASK<NIL> ['T<NIL>'] ['U']\ncaught the model is down\nstr rlm\n"
 	if out != want {
 		t.Errorf("stdout %q, want %q", out, want)
 	}
-	if len(got) != 5 || got[0] != "llm_query [hello]" || got[2] != "rlm_query [task [1 map[a:2]]]" {
+	if len(got) != 8 || got[0] != "llm_query [hello]" || got[1] != "rlm_query [task]" ||
+		got[2] != "rlm_query [task [1 map[a:2]]]" || got[3] != "rlm_query [task <nil>]" ||
+		got[4] != "rlm_query [t <nil>]" || got[5] != "rlm_query [u]" {
 		t.Errorf("host saw %q", got)
 	}
 }

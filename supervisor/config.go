@@ -186,11 +186,11 @@ type Config struct {
 	// raises BridgeError there (direct mode has no such limit). Nil:
 	// llm_query raises BridgeError saying no host callback is set.
 	OnLLMQuery func(ctx context.Context, prompt string) (string, error)
-	// OnRLMQuery answers Python's rlm_query(task, ctx=None) and each task
-	// of rlm_query_batched, like OnLLMQuery. context is the ctx argument
-	// converted to Go (as GetVariable converts values) or, when Python
-	// omitted it, the sandbox's current context: the value last passed to
-	// Initialize (the very value, not a copy).
+	// OnRLMQuery answers Python's rlm_query(task, ctx) and each task of
+	// rlm_query_batched, like OnLLMQuery. context is the ctx argument
+	// converted to Go (as GetVariable converts values; an explicit None is
+	// nil) or, when Python omitted it, the sandbox's current context: the
+	// value last passed to Initialize (the very value, not a copy).
 	OnRLMQuery func(ctx context.Context, task string, context any) (string, error)
 	// MaxBridgeConcurrency bounds how many host callbacks of one execution
 	// run at once (the batched bridges run several). Callbacks that ignore
