@@ -26,6 +26,9 @@ var (
 	ErrProtocol = errors.New("supervisor: protocol error")
 	// ErrPoolClosed: Pool.Get after Pool.Close.
 	ErrPoolClosed = errors.New("supervisor: pool closed")
+	// ErrInvalidName: SetVariable of a name that Python code could not use
+	// as a variable: not an identifier ("my var", "1x", ""), or a keyword.
+	ErrInvalidName = errors.New("supervisor: not a Python variable name")
 )
 
 // workerDead is the error of a sandbox whose worker process is gone: it

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 )
 
@@ -45,6 +46,9 @@ func (m *managed) GetVariable(ctx context.Context, name string) (any, bool, erro
 }
 
 func (m *managed) SetVariable(ctx context.Context, name string, v any) error {
+	if !pythonName(name) {
+		return fmt.Errorf("%w: %q", ErrInvalidName, name)
+	}
 	return m.backend().SetVariable(ctx, name, v)
 }
 

@@ -61,7 +61,8 @@ type Sandbox interface {
 	GetVariable(ctx context.Context, name string) (value any, found bool, err error)
 	// SetVariable binds a global of __main__ to a Go value, under the same
 	// limits as GetVariable (the value it replaces may run its __del__), as
-	// Initialize does.
+	// Initialize does. name must be one Python code can use: an identifier
+	// (str.isidentifier) that is not a keyword, else ErrInvalidName.
 	SetVariable(ctx context.Context, name string, value any) error
 	// Cancel interrupts the running Execute, GetVariable or SetVariable
 	// (KeyboardInterrupt; killed after the grace period if it does not

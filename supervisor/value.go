@@ -7,6 +7,8 @@ import (
 	"math"
 	"math/big"
 	"reflect"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/rlm-sandbox/rlm-sandbox/internal/jsonvalue"
 	"github.com/rlm-sandbox/rlm-sandbox/runtime"
@@ -165,4 +167,50 @@ func uintValue(u uint64) any {
 		return int64(u)
 	}
 	return new(big.Int).SetUint64(u)
+}
+
+// pythonName reports whether name may be a variable name of Python code:
+// an identifier (str.isidentifier: a letter or "_", then letters, digits,
+// "_" and combining marks) that is not a keyword. It is exact for ASCII.
+// Go's Unicode tables are older than Python's: a character they have not
+// assigned is let through, never refused, and so are the few letters that
+// Python refuses because of their NFKC form.
+func pythonName(name string) bool {
+	if name == "" || !utf8.ValidString(name) || pythonKeywords[name] {
+		return false
+	}
+	for i, r := range name {
+		if !identifierRune(r, i == 0) {
+			return false
+		}
+	}
+	return true
+}
+
+func identifierRune(r rune, first bool) bool {
+	if r < utf8.RuneSelf {
+		return r == '_' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || !first && '0' <= r && r <= '9'
+	}
+	if unicode.In(r, unicode.L, unicode.Nl, unicode.Other_ID_Start) {
+		return true
+	}
+	// U+200C, U+200D, U+30FB and U+FF65 continue an identifier since
+	// Unicode 15.1.
+	if !first && (unicode.In(r, unicode.Mn, unicode.Mc, unicode.Nd, unicode.Pc, unicode.Other_ID_Continue) ||
+		r == 0x200C || r == 0x200D || r == 0x30FB || r == 0xFF65) {
+		return true
+	}
+	// unicode.C would include the unassigned.
+	return !unicode.In(r, unicode.L, unicode.M, unicode.N, unicode.P, unicode.S, unicode.Z,
+		unicode.Cc, unicode.Cf, unicode.Co, unicode.Cs)
+}
+
+// pythonKeywords are keyword.kwlist of Python 3.14 (soft keywords such as
+// match and type are names).
+var pythonKeywords = map[string]bool{
+	"False": true, "None": true, "True": true, "and": true, "as": true, "assert": true, "async": true,
+	"await": true, "break": true, "class": true, "continue": true, "def": true, "del": true, "elif": true,
+	"else": true, "except": true, "finally": true, "for": true, "from": true, "global": true, "if": true,
+	"import": true, "in": true, "is": true, "lambda": true, "nonlocal": true, "not": true, "or": true,
+	"pass": true, "raise": true, "return": true, "try": true, "while": true, "with": true, "yield": true,
 }

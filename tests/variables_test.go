@@ -3,10 +3,13 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math/big"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/rlm-sandbox/rlm-sandbox/runtime"
 	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
@@ -112,6 +115,59 @@ func TestSetVariable(t *testing.T) {
 		}
 		if err := sb.SetVariable(ctx, "bad", make(chan int)); err == nil {
 			t.Fatal("SetVariable of a channel: no error")
+		}
+	})
+}
+
+// TestSetVariableNames: SetVariable refuses, with ErrInvalidName, a name
+// that Python code could not use as a variable, and never one it could:
+// the sandbox's own str.isidentifier() and keyword.iskeyword() judge each
+// name (exactly for ASCII names; for others the host only refuses what is
+// certainly not an identifier).
+func TestSetVariableNames(t *testing.T) {
+	names := []string{
+		"x", "_", "__x__", "x1", "X_y", "match", "type", "case", "_1",
+		"1x", "", "my var", "a-b", "a.b", "x\n", "x\x00", "$x", "x!", "class", "None", "True", "lambda", "await",
+		"été", "变量", "Straße", "ǅx", "x\u0301", "x٣", "٣x", "x・y", "x\u200dy", "a\u00a0b", "x€", "x→y", "\u30fb",
+		"\xffx", "x\xed\xa0\x80",
+	}
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "")
+		ctx := context.Background()
+		refused := make([]bool, len(names))
+		for i, n := range names {
+			err := sb.SetVariable(ctx, n, 1)
+			if err != nil && !errors.Is(err, supervisor.ErrInvalidName) {
+				t.Fatalf("SetVariable(%q): %v", n, err)
+			}
+			refused[i] = err != nil
+		}
+		// The names as Python sees them (invalid UTF-8 cannot reach it:
+		// the host must refuse those).
+		var lits []string
+		for i, n := range names {
+			if !utf8.ValidString(n) {
+				if !refused[i] {
+					t.Errorf("SetVariable(%q), not UTF-8: accepted", n)
+				}
+				n = ""
+			}
+			lits = append(lits, strconv.Quote(n))
+		}
+		ce := exec(t, sb, "import keyword\nprint(''.join('1' if n.isidentifier() and not keyword.iskeyword(n) else '0' for n in ["+
+			strings.Join(lits, ", ")+"]))")
+		valid := strings.TrimSpace(ce.Stdout)
+		for i, n := range names {
+			if valid[i] == '1' && refused[i] {
+				t.Errorf("SetVariable(%q) refused a name Python accepts", n)
+			}
+			ascii := strings.IndexFunc(n, func(r rune) bool { return r >= utf8.RuneSelf }) < 0
+			if valid[i] == '0' && !refused[i] && (ascii || n == "a\u00a0b" || n == "x€" || n == "x→y" || n == "\u30fb") {
+				t.Errorf("SetVariable(%q) accepted a name Python refuses", n)
+			}
+		}
+		if ce := exec(t, sb, "print(été + 变量)"); ce.Stdout != "2\n" {
+			t.Errorf("names set: stdout %q", ce.Stdout)
 		}
 	})
 }
