@@ -62,7 +62,9 @@ type Config struct {
 	// then downloads, translates and compiles Pyodide, ~10 s).
 	CacheDir string
 	// MemoryLimit caps the guest's linear memory in bytes. Allocations past
-	// it raise MemoryError in Python. Default: 0, the wasm32 maximum (4 GiB).
+	// it raise MemoryError in Python. From MinMemoryLimit to
+	// MaxMemoryLimit; New refuses other values (CheckMemoryLimit).
+	// Default: 0, the wasm32 maximum (4 GiB).
 	MemoryLimit uint64
 	// DiskLimit caps the bytes of files the guest may write to its
 	// in-memory file system. Default: 256 MiB.
@@ -196,12 +198,37 @@ var errStackOverflow = errors.New("the interpreter's native stack overflowed (40
 // New compiles Pyodide (once per process, from the on-disk cache when warm),
 // instantiates a fresh interpreter and boots CPython.
 func New(ctx context.Context, cfg Config) (*Interpreter, error) {
+	if err := CheckMemoryLimit(cfg.MemoryLimit); err != nil {
+		return nil, err
+	}
 	cfg = cfg.withDefaults()
 	eng, err := loadEngine(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	return newInterpreter(ctx, eng, cfg, true)
+}
+
+// The range of Config.MemoryLimit. An interpreter boots with about 30 MiB
+// of memory: below MinMemoryLimit it could not start from its boot
+// snapshot, and a limit under what it boots with would not be enforced.
+// MaxMemoryLimit is all a wasm32 interpreter can address.
+const (
+	MinMemoryLimit = 32 << 20
+	MaxMemoryLimit = 4 << 30
+)
+
+// ErrMemoryLimit is the error of a MemoryLimit out of range.
+var ErrMemoryLimit = errors.New("runtime: MemoryLimit out of range")
+
+// CheckMemoryLimit returns nil when m is 0 (no limit but the wasm32
+// maximum) or from MinMemoryLimit to MaxMemoryLimit, else an error that
+// matches ErrMemoryLimit.
+func CheckMemoryLimit(m uint64) error {
+	if m == 0 || m >= MinMemoryLimit && m <= MaxMemoryLimit {
+		return nil
+	}
+	return fmt.Errorf("%w: %d bytes; it must be 0 (4 GiB) or from 32 MiB (an interpreter boots with about 30 MiB) to 4 GiB (all a wasm32 interpreter can address)", ErrMemoryLimit, m)
 }
 
 func (cfg Config) withDefaults() Config {

@@ -143,7 +143,10 @@ type Config struct {
 	// runtime.CacheDir().
 	CacheDir string
 	// MemoryLimit caps the interpreter's memory in bytes; allocations past
-	// it raise MemoryError. Default: 0, the wasm32 limit of 4 GiB.
+	// it raise MemoryError. From runtime.MinMemoryLimit (32 MiB) to
+	// runtime.MaxMemoryLimit (4 GiB): New, NewDirect, Restart and
+	// Pool.Get refuse other values with an error that matches
+	// runtime.ErrMemoryLimit. Default: 0, the wasm32 limit of 4 GiB.
 	MemoryLimit uint64
 	// KeepDictOrder makes GetVariable (and a bridge call's arguments, the
 	// ctx of rlm_query) return a dict whose keys are all strings, but not

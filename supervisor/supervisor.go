@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/rlm-sandbox/rlm-sandbox/runtime"
 )
 
 // New returns a sandbox backed by an rlm-worker process when one can be
@@ -48,6 +50,9 @@ type backend interface {
 }
 
 func start(ctx context.Context, cfg Config) (backend, error) {
+	if err := runtime.CheckMemoryLimit(cfg.MemoryLimit); err != nil {
+		return nil, fmt.Errorf("supervisor: Config.MemoryLimit: %w", err)
+	}
 	if cfg.UseWorker == WorkerNever {
 		return newDirect(ctx, cfg, "UseWorker is never")
 	}

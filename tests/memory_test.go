@@ -3,6 +3,7 @@ package tests
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlm-sandbox/rlm-sandbox/runtime"
 	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
 )
 
@@ -165,5 +167,41 @@ func TestWorkerPeakMemoryLargeContext(t *testing.T) {
 	}
 	if ce := exec(t, sb, "print(len(context), context[-16:])"); ce.Stdout != fmt.Sprintf("%d 0123456789abcdef\n", size) {
 		t.Errorf("stdout %q", ce.Stdout)
+	}
+}
+
+// TestMemoryLimitRange: a MemoryLimit the interpreter cannot enforce
+// (below the ~30 MiB it boots with) or address (above 4 GiB) is refused
+// by New, NewPool's Get and runtime.New, with an error matching
+// runtime.ErrMemoryLimit, in both modes; the ends of the range start.
+func TestMemoryLimitRange(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		ctx := context.Background()
+		for _, limit := range []uint64{1, 16 << 20, runtime.MinMemoryLimit - 1, runtime.MaxMemoryLimit + 1} {
+			sb, err := supervisor.New(ctx, m.cfg(supervisor.Config{MemoryLimit: limit}))
+			if !errors.Is(err, runtime.ErrMemoryLimit) {
+				if sb != nil {
+					sb.Destroy()
+				}
+				t.Errorf("New with MemoryLimit %d: %v, want ErrMemoryLimit", limit, err)
+			}
+		}
+		p := supervisor.NewPool(m.cfg(supervisor.Config{MemoryLimit: 1 << 20}), 1)
+		defer p.Close()
+		if sb, err := p.Get(ctx); !errors.Is(err, runtime.ErrMemoryLimit) {
+			if sb != nil {
+				sb.Destroy()
+			}
+			t.Errorf("Pool.Get with MemoryLimit 1 MiB: %v, want ErrMemoryLimit", err)
+		}
+		for _, limit := range []uint64{runtime.MinMemoryLimit, runtime.MaxMemoryLimit} {
+			sb := newSandbox(t, m, supervisor.Config{MemoryLimit: limit}, "")
+			if ce := exec(t, sb, "print(len('x' * 1000))"); ce.Stdout != "1000\n" {
+				t.Errorf("MemoryLimit %d: stdout %q", limit, ce.Stdout)
+			}
+		}
+	})
+	if _, err := runtime.New(context.Background(), runtime.Config{MemoryLimit: 16 << 20}); !errors.Is(err, runtime.ErrMemoryLimit) {
+		t.Errorf("runtime.New with MemoryLimit 16 MiB: %v, want ErrMemoryLimit", err)
 	}
 }

@@ -37,19 +37,17 @@ type sandboxOptions struct {
 	flags *pflag.FlagSet // to tell a flag given empty from one not given
 }
 
-// The range of --memory-limit. Below 32 MiB an interpreter cannot start
-// from its boot snapshot (30 MiB of memory today), and a limit below the
-// memory it boots with has no effect at all; 4 GiB is all a wasm32
-// interpreter can address.
+// The range of --memory-limit and serve's memory_limit: the runtime's.
 const (
-	minMemoryLimit = 32 << 20
-	maxMemoryLimit = 4 << 30
+	minMemoryLimit = runtime.MinMemoryLimit
+	maxMemoryLimit = runtime.MaxMemoryLimit
 )
 
-// memoryLimitOK reports whether m is 0 (4 GiB) or in that range; the CLI's
-// flag and serve's memory_limit take the same values.
+// memoryLimitOK reports whether m is 0 (4 GiB) or in the range the
+// runtime takes (runtime.CheckMemoryLimit); the CLI's flag and serve's
+// memory_limit take the same values.
 func memoryLimitOK(m uint64) bool {
-	return m == 0 || (m >= minMemoryLimit && m <= maxMemoryLimit)
+	return runtime.CheckMemoryLimit(m) == nil
 }
 
 func (o *sandboxOptions) addFlags(fs *pflag.FlagSet, defaultTimeout time.Duration) {
