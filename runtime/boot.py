@@ -291,7 +291,18 @@ def _rlm_boot():
                 note(e, third_party)
         elif type(e).__name__ == "ZoneInfoNotFoundError":
             note(e, no_tzdata)
-        return (1, type(e).__name__, capped(message(e)), capped(tb_text(e)))
+        return (1, type(e).__name__, printable(capped(message(e))), printable(capped(tb_text(e))))
+
+    def printable(s):
+        # A lone surrogate (os.fsdecode makes them) as Python's stderr
+        # writes it, \udcff: the host's text stays UTF-8.
+        if s.isascii():
+            return s
+        try:
+            s.encode("utf-8")
+            return s
+        except UnicodeEncodeError:
+            return s.encode("utf-8", "backslashreplace").decode("utf-8")
 
     # A megabyte held back for code that fills the memory MemoryLimit
     # allows: let go of on its MemoryError, so that the reply, and a next

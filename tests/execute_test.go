@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
 )
@@ -146,6 +147,37 @@ func TestNotInitialized(t *testing.T) {
 		}
 		if err := sb.Initialize(ctx, "x"); !errors.Is(err, supervisor.ErrDestroyed) {
 			t.Fatalf("Initialize after Destroy: %v", err)
+		}
+	})
+}
+
+// TestLoneSurrogateInError: an exception message or traceback holding a
+// lone surrogate (os.fsdecode of bytes that are not UTF-8 makes them)
+// reaches the host as Python's stderr writes it, "\udcff", in valid UTF-8,
+// in both modes and on both of the host's paths for a cell.
+func TestLoneSurrogateInError(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "")
+		for _, code := range []string{
+			`raise ValueError("x\udcffy é")`,
+			"import os\nraise ValueError(os.fsdecode(b'x\\xffy') + ' é')",
+		} {
+			for _, interactive := range []bool{false, true} {
+				run := sb.Execute
+				if interactive {
+					run = sb.ExecuteInteractive
+				}
+				ce, err := run(context.Background(), code)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ce.ErrorType != "ValueError" || ce.Error != `ValueError: x\udcffy é` {
+					t.Errorf("%q: error %q %q, want ValueError: x\\udcffy é", code, ce.ErrorType, ce.Error)
+				}
+				if !utf8.ValidString(ce.Traceback) || !strings.HasSuffix(ce.Traceback, "ValueError: x\\udcffy é\n") {
+					t.Errorf("%q: traceback %q", code, ce.Traceback)
+				}
+			}
 		}
 	})
 }
