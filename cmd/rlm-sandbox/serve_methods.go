@@ -455,7 +455,17 @@ func (s *server) execute(ctx context.Context, e *sandboxEntry, sb supervisor.San
 	}
 	re := toRPCError(err)
 	if ce != nil {
-		re.Data = &errorData{Kind: errorKind(err), Execution: executionResult(ce, err)}
+		data := &errorData{Kind: errorKind(err), Execution: executionResult(ce, err)}
+		if status, ok := processExit(err); ok && data.Kind == kindDead {
+			// os._exit raises no exception: say it, as exec --json does.
+			// Not for a timeout or cancel (the code called os._exit once
+			// interrupted): their execution without error_type is how a
+			// client tells that the sandbox is dead.
+			data.Execution.Error = nullable(processExitType + ": " + processExitMessage(status))
+			data.Execution.ErrorType = nullable(processExitType)
+			data.ExitStatus = &status
+		}
+		re.Data = data
 	}
 	return nil, re
 }

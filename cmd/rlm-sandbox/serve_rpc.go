@@ -60,6 +60,8 @@ func (e *rpcError) Error() string { return e.Message }
 type errorData struct {
 	Kind      string     `json:"kind"`
 	Execution *execution `json:"execution,omitempty"`
+	// For the execute whose code called os._exit: the status it gave.
+	ExitStatus *int `json:"exit_status,omitempty"`
 	// For "busy": which limit was reached, and when to try again.
 	Limit        string `json:"limit,omitempty"`
 	RetryAfterMS int64  `json:"retry_after_ms,omitempty"`
@@ -131,8 +133,14 @@ func toRPCError(err error) *rpcError {
 		code = codeInvalidParams
 	}
 	msg := err.Error()
-	if kind == kindDestroyed {
+	switch kind {
+	case kindDestroyed:
 		msg = "supervisor: sandbox destroyed" // not the cancel it caused, and the destroy twice
+	case kindDead:
+		if status, ok := processExit(err); ok {
+			// Not the runtime's "os._exit or a fatal error": the CLI's words.
+			msg = "supervisor: sandbox is dead: " + processExitMessage(status)
+		}
 	}
 	if h := serveHint(err); h != "" {
 		msg += " (" + h + ")"
