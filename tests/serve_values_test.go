@@ -39,6 +39,13 @@ func TestServeValueDepth(t *testing.T) {
 	if _, ok := c.response(5, time.Minute)["result"]; !ok {
 		t.Fatal("set_variable with a value at the limit failed")
 	}
+	// A name Python code could not use is invalid params too.
+	for i, name := range []string{"my var", "1x", "class", "a\xffb"} {
+		c.call(10+i, "set_variable", map[string]any{"sandbox": "s2", "name": name, "value": 1})
+		if code, kind, msg := rpcError(t, c.response(10+i, time.Minute)); code != -32602 || kind != "invalid_params" || !strings.Contains(msg, "not a Python variable name") {
+			t.Fatalf("set_variable %q: %d %s %s", name, code, kind, msg)
+		}
+	}
 	c.call(6, "execute", map[string]any{"sandbox": "s2", "code": "d = 0\nwhile isinstance(v, list):\n    v, d = v[0], d + 1\nprint(d, len(str(context)))"})
 	if r, _ := c.response(6, time.Minute)["result"].(map[string]any); r == nil || r["stdout"] != "200 401\n" {
 		t.Fatalf("execute: %v", r)

@@ -70,7 +70,7 @@ func errorKind(err error) string {
 		return kindExit
 	case errors.Is(err, errPython):
 		return kindPython
-	case errors.Is(err, errUsage):
+	case errors.Is(err, errUsage), errors.Is(err, supervisor.ErrInvalidName):
 		return kindUsage
 	case errors.Is(err, supervisor.ErrTimeout):
 		return kindTimeout

@@ -130,7 +130,7 @@ func toRPCError(err error) *rpcError {
 	case kindDestroyed:
 		code = codeNoSuchSandbox
 	case kindUsage:
-		code = codeInvalidParams
+		code, kind = codeInvalidParams, "invalid_params" // the protocol's word for it
 	}
 	msg := err.Error()
 	switch kind {
