@@ -213,3 +213,31 @@ func TestCLIExecTerminalWithoutCode(t *testing.T) {
 	}
 	term.expect("rlm-sandbox repl")
 }
+
+// TestReplShowsLastExpression: the repl prints the value of the last
+// top-level statement of what was typed when it is an expression, and
+// only that one, and its help says so rather than "as Python's own prompt
+// does" (which would print every expression statement, those of a block
+// included).
+func TestReplShowsLastExpression(t *testing.T) {
+	help, _, code := runCLI(t, "", "repl", "--help")
+	if code != 0 || !strings.Contains(help, `"1; 2" prints 2`) || !strings.Contains(help, `"for i in range(3): i"`) {
+		t.Fatalf("exit %d; the help does not say which values are printed:\n%s", code, help)
+	}
+	lines := func(l ...string) string { return strings.Join(l, "\n") + "\n" }
+	out, errOut, code := runCLI(t, lines(
+		"1; 2",
+		"for i in range(3): i",
+		"",
+		"if True:",
+		"    3",
+		"    4",
+		"",
+		"'a'; None",
+		"None",
+		"_ * 10",
+	), "repl")
+	if code != 0 || out != "2\n20\n" {
+		t.Fatalf("exit %d, stdout %q (want %q), stderr %q", code, out, "2\n20\n", errOut)
+	}
+}

@@ -53,7 +53,10 @@ stderr, error ("Type: message" or null), error_type, traceback,
 duration_ms, python_duration_ms, bridge_calls, timed_out and truncated.
 A block that called os._exit has error_type "ProcessExit", and one whose
 sandbox failed without a Python exception (its worker was killed, say)
-"SandboxError".
+"SandboxError". When none of the code runs, one record still says why:
+a block whose code does not decode has error_type "SyntaxError" (its
+error ends with the block's name, as in "(<cell-2>)"), and a sandbox
+that fails to start "SandboxError".
 
 exit() and sys.exit() end the run as they end a Python script, with the
 status CPython gives: none, None, 0 or False exit 0, an int exits with it,
@@ -124,9 +127,10 @@ func (o *execOptions) validate(ios *iostreams) error {
 
 // readSources returns the code of each block; the files are read before
 // any sandbox starts, so a wrong path fails fast. Files and standard input
-// are decoded as CPython decodes a script (see decodeSource).
-func (o *execOptions) readSources(stdin io.Reader) ([]string, error) {
-	codes := make([]string, len(o.sources))
+// are decoded as CPython decodes a script (see decodeSource). When err is
+// not nil, failed is the index of the block whose code could not be read.
+func (o *execOptions) readSources(stdin io.Reader) (codes []string, failed int, err error) {
+	codes = make([]string, len(o.sources))
 	for i, s := range o.sources {
 		switch s.path {
 		case "":
@@ -134,30 +138,39 @@ func (o *execOptions) readSources(stdin io.Reader) ([]string, error) {
 		case "-":
 			b, err := io.ReadAll(stdin)
 			if err != nil {
-				return nil, fmt.Errorf("read code from standard input: %w", err)
+				return nil, i, fmt.Errorf("read code from standard input: %w", err)
 			}
 			if codes[i], err = decodeSource(s.name, b); err != nil {
-				return nil, err
+				return nil, i, err
 			}
 		default:
 			b, err := os.ReadFile(s.path)
 			if err != nil {
-				return nil, usageErrorf("%v", err)
+				return nil, i, usageErrorf("%v", err)
 			}
 			if codes[i], err = decodeSource(s.name, b); err != nil {
-				return nil, err
+				return nil, i, err
 			}
 		}
 	}
-	return codes, nil
+	return codes, 0, nil
 }
 
 func runExec(parent context.Context, ios *iostreams, o *execOptions) error {
+	enc := json.NewEncoder(ios.Out)
+	enc.SetEscapeHTML(false)
 	// Inputs are read first, while Ctrl-C still ends the command at once.
-	codes, err := o.readSources(ios.In)
+	codes, failed, err := o.readSources(ios.In)
 	var bad *sourceError
 	if errors.As(err, &bad) {
-		// As CPython does, before any of the code runs.
+		// As CPython does, before any of the code runs. With --json the
+		// record says it, as it says the exceptions of code that ran.
+		if o.json {
+			if err := enc.Encode(undecodedRecord(failed, bad)); err != nil {
+				return err
+			}
+			return errPython
+		}
 		fmt.Fprintln(ios.ErrOut, "rlm-sandbox:", bad)
 		return errPython
 	}
@@ -178,17 +191,27 @@ func runExec(parent context.Context, ios *iostreams, o *execOptions) error {
 		cfg.MaxOutputLength = o.maxOutput
 	}
 	sb, err := supervisor.New(ctx, cfg)
+	if err == nil {
+		defer sb.Destroy()
+		err = sb.Initialize(ctx, value)
+	}
 	if err != nil {
+		// No block ran: with --json one record says why, and the error
+		// goes to stderr as a failed block's does.
+		if o.json {
+			if err := enc.Encode(sandboxFailedRecord(err)); err != nil {
+				return err
+			}
+		}
 		return orInterrupted(ctx, err)
 	}
-	defer sb.Destroy()
-	if err := sb.Initialize(ctx, value); err != nil {
-		return orInterrupted(ctx, err)
-	}
-	enc := json.NewEncoder(ios.Out)
-	enc.SetEscapeHTML(false)
 	for i, code := range codes {
 		ce, err := sb.Execute(ctx, code)
+		if ce == nil && err != nil && o.json {
+			// The block did not start (its sandbox was gone already, say):
+			// its record is a SandboxError all the same.
+			ce = &supervisor.CodeExecution{Code: code}
+		}
 		// exit() and sys.exit() end the run, as in a Python script, with
 		// the status CPython would give; so does os._exit, which also ends
 		// the interpreter.
@@ -237,6 +260,29 @@ func runExec(parent context.Context, ios *iostreams, o *execOptions) error {
 		}
 	}
 	return nil
+}
+
+// undecodedRecord is the --json record of block i, whose code does not
+// decode: the SyntaxError CPython raises for it, as CPython renders a
+// SyntaxError that names its file (here the block's, <cell-N>, the name
+// tracebacks give it) but no line.
+func undecodedRecord(i int, bad *sourceError) *execution {
+	msg := fmt.Sprintf("SyntaxError: %s (<cell-%d>)", bad.msg, i+1)
+	return &execution{
+		Error:     nullable(msg),
+		ErrorType: nullable("SyntaxError"),
+		Traceback: nullable(msg + "\n"),
+	}
+}
+
+// sandboxFailedRecord is the --json record of a run whose sandbox failed
+// to start (or to take the context), so that no block ran.
+func sandboxFailedRecord(err error) *execution {
+	return &execution{
+		Error:     nullable(sandboxErrorType + ": " + err.Error()),
+		ErrorType: nullable(sandboxErrorType),
+		TimedOut:  errors.Is(err, supervisor.ErrTimeout),
+	}
 }
 
 // orInterrupted returns the signal that cancelled ctx, if one did, else err.

@@ -28,10 +28,17 @@ func newReplCmd(ios *iostreams, g *globalOptions, runF func(*replOptions) error)
 		Short: "Start an interactive Python session in a sandbox",
 		Long: `Starts an interactive session in one sandbox, for a person: type Python at
 the ">>>" prompt ("..." asks for the rest of a block; an empty line ends
-it), and the value of an expression is printed as Python's own prompt does.
-Ctrl-C interrupts running code (or discards the input being typed) and the
-session goes on; Ctrl-D or exit() ends it. exit(N) and sys.exit(N) end
-it with the status Python's own prompt exits with (see exec --help).
+it). Ctrl-C interrupts running code (or discards the input being typed)
+and the session goes on; Ctrl-D or exit() ends it. exit(N) and
+sys.exit(N) end it with the status Python's own prompt exits with (see
+exec --help).
+
+When the last top-level statement of what was typed (a line, or a block)
+is an expression, its value is printed as Python's own prompt prints it:
+its repr, through sys.displayhook, nothing for None, and bound to _. Only
+that value: "1; 2" prints 2 where Python's prompt prints 1 and 2, and the
+expressions inside a block print nothing ("for i in range(3): i" prints
+0, 1 and 2 there).
 
 Code that ignores the interrupt is killed after a grace period (and code
 that calls os._exit ends its interpreter); the session then starts a fresh
