@@ -84,6 +84,21 @@ class SandboxTest(unittest.TestCase):
             self.assertEqual(r.stdout, "spinning\n")
             self.assertEqual(sb.execute("print('after')").stdout, "after\n")
 
+    def test_a_time_limit_under_a_millisecond_is_a_limit(self):
+        # timeout_ms 0 means no limit to the server: a positive limit
+        # under half a millisecond must not round down to it.
+        spin = "import time\nt = time.time()\nwhile time.time() - t < 3: pass"
+        with Sandbox(binary=BIN, timeout=0.0004) as sb:
+            r = sb.execute(spin)
+            self.assertTrue(r.timed_out)
+            self.assertLess(r.duration, 2)
+        with Sandbox(binary=BIN, wall_timeout=0.0004) as sb:
+            r = sb.execute(spin)
+            self.assertTrue(r.timed_out)
+            self.assertLess(r.duration, 2)
+        with Sandbox(binary=BIN, timeout=0) as sb:  # 0 is still no limit
+            self.assertFalse(sb.execute("x = 1").timed_out)
+
     def test_code_that_ignores_the_interrupt_kills_the_sandbox(self):
         with Sandbox(binary=BIN, timeout=0.3) as sb:
             sb.execute("x = 1")

@@ -104,6 +104,8 @@ class SocketTransportTest(unittest.TestCase):
 class ListenTest(unittest.TestCase):
     """A real `serve --listen unix:PATH --token-file F`."""
 
+    server_args = ()
+
     def setUp(self):
         self.dir = tempfile.TemporaryDirectory()
         self.addCleanup(self.dir.cleanup)
@@ -112,7 +114,7 @@ class ListenTest(unittest.TestCase):
         with open(token_file, "w") as f:
             f.write("s3cret-token\n")
         self.server = subprocess.Popen(
-            [BIN, "serve", "--listen", "unix:" + self.path, "--token-file", token_file],
+            [BIN, "serve", "--listen", "unix:" + self.path, "--token-file", token_file, *self.server_args],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.addCleanup(self._stop)
         # The socket file appears once the server listens.
@@ -142,6 +144,28 @@ class ListenTest(unittest.TestCase):
             with Client(address="unix:" + self.path, token="wrong") as client:
                 client.create("abc")
         self.assertIn("unauthorized", str(cm.exception))
+
+
+class MaxMessageTest(ListenTest):
+    """`serve --listen ... --max-message 1M`: a longer line is refused."""
+
+    server_args = ("--max-message", "1M")
+
+    test_token = test_wrong_token = None  # ListenTest's, run there
+
+    def test_a_message_over_the_limit_says_so(self):
+        # The server answers the line with message_too_large as soon as it
+        # passes the limit, and closes the connection while the client is
+        # still writing the rest: the client reports the server's reason,
+        # not the broken pipe it met writing.
+        for size in (2 << 20, 8 << 20):
+            with self.subTest(size=size), Client(address="unix:" + self.path, token="s3cret-token") as client:
+                sb = client.create()
+                with self.assertRaises(SandboxError) as cm:
+                    sb.set_variable("x", "a" * size)
+                self.assertEqual(cm.exception.kind, "message_too_large", str(cm.exception))
+                self.assertEqual(cm.exception.code, -32600)
+                self.assertIn("1048576 bytes", str(cm.exception))
 
 
 if __name__ == "__main__":

@@ -21,6 +21,9 @@ from ._transport import SocketTransport, StdioTransport, Transport, tls_context
 #: The protocol version of `rlm-sandbox serve` this client speaks.
 PROTOCOL = 1
 
+# How long a failed write waits for the reader to see why the server closed.
+_LAST_WORD_WAIT = 2.0
+
 # Messages up to this size are written by the calling thread; larger ones,
 # from the main thread, by a thread of their own (see Client._send_data).
 _DIRECT_WRITE = 4096
@@ -189,6 +192,13 @@ def _encode(message: dict) -> bytes:
         except UnicodeEncodeError:
             continue  # lone surrogates: escape them
     raise AssertionError("unreachable: ASCII JSON always encodes")
+
+
+def _milliseconds(seconds: float) -> int:
+    """A time limit in whole milliseconds, as the server takes it. The
+    server reads 0 as no limit: a positive limit that rounds to 0 is 1 ms."""
+    ms = int(round(seconds * 1000))
+    return 1 if ms == 0 and seconds > 0 else ms
 
 
 def _what(message: dict) -> str:
@@ -432,13 +442,26 @@ class Client:
                 before()
             try:
                 self._transport.send(data)
+                return
             except (OSError, ValueError) as e:  # a closed pipe or file
-                # The server may have closed before the reader saw it: say
-                # what the transport knows (a socket closed before the
-                # server sent anything is likely a TLS server).
-                detail = self._transport.describe_exit()
-                text = "cannot write to the server: %s" % e
-                raise ServerClosed(None, "closed", text + (" (%s)" % detail if detail else "")) from e
+                failure = e
+        # The server may have closed the connection with a last word the
+        # reader has not handled yet (a line over --max-message is answered
+        # with message_too_large as soon as it passes the limit, and the
+        # connection closed while the rest is being written): that says
+        # why, the broken pipe does not. The reader sees the end of the
+        # stream right after it; wait for it briefly (not holding the
+        # write lock, which a callback on the reader thread may want).
+        if not self._closed and threading.current_thread() is not self._reader:
+            self._reader.join(_LAST_WORD_WAIT)
+        gone = self._gone
+        if gone is not None and gone.kind not in (None, "closed"):
+            raise gone from failure
+        # Else say what the transport knows (a socket closed before the
+        # server sent anything is likely a TLS server).
+        detail = self._transport.describe_exit()
+        text = "cannot write to the server: %s" % failure
+        raise ServerClosed(None, "closed", text + (" (%s)" % detail if detail else "")) from failure
 
     def _notify_destroy(self, sandbox_id: str) -> None:
         """Sends destroy without waiting for the answer."""
@@ -623,9 +646,9 @@ class Sandbox:
         self._closed = False
         params: dict[str, Any] = {"context": context}
         if timeout is not None:
-            params["timeout_ms"] = int(round(timeout * 1000))
+            params["timeout_ms"] = _milliseconds(timeout)
         if wall_timeout is not None:
-            params["wall_timeout_ms"] = int(round(wall_timeout * 1000))
+            params["wall_timeout_ms"] = _milliseconds(wall_timeout)
         if memory_limit is not None:
             params["memory_limit"] = int(memory_limit)
         if max_output is not None:
