@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -104,5 +105,60 @@ func TestServeCreateRanges(t *testing.T) {
 	}
 	if code := c.wait(time.Minute); code != 0 {
 		t.Fatalf("exit status %d", code)
+	}
+}
+
+// TestServeFloats: a float comes back as json.dumps writes it (Python's
+// repr: 1.0 stays "1.0", -0.0 keeps its sign, 1e16 is "1e+16"), as a
+// value and as a dict key, compared with the sandbox's own json.dumps
+// over edge cases and random bit patterns.
+func TestServeFloats(t *testing.T) {
+	c := startServer(t)
+	c.call(1, "create", map[string]any{})
+	c.response(1, 2*time.Minute)
+	code := `import json, random, struct, math
+r = random.Random(7)
+v = [1.0, -0.0, 0.0, 1e16, 1e15, 1234567890123456.0, 12345678901234567.0, 0.0001, 0.00001, 1.5, 0.1, -2.5e-7,
+     1e22, 1e-300, 5e-324, 1.7976931348623157e308, 100.0, 123456789.0]
+while len(v) < 400:
+    f = struct.unpack('<d', struct.pack('<Q', r.getrandbits(64)))[0]
+    if math.isfinite(f):
+        v.append(f)
+v += [r.uniform(-1e6, 1e6) for _ in range(100)] + [float(r.randrange(-10**17, 10**17)) for _ in range(100)]
+d = {1.0: 'a', 1e16: 'b', -0.0: 'c', 2.5: 'd'}
+print(json.dumps([v, d]))`
+	c.call(2, "execute", map[string]any{"sandbox": "s1", "code": code})
+	r, _ := c.response(2, time.Minute)["result"].(map[string]any)
+	if r == nil {
+		t.Fatal("execute failed")
+	}
+	numbers := func(s string) []any {
+		dec := json.NewDecoder(strings.NewReader(s))
+		dec.UseNumber()
+		var x []any
+		if err := dec.Decode(&x); err != nil {
+			t.Fatalf("%v: %.200s", err, s)
+		}
+		return x
+	}
+	want := numbers(r["stdout"].(string))
+	for i, name := range []string{"v", "d"} {
+		c.call(3+i, "get_variable", map[string]any{"sandbox": "s1", "name": name})
+		line := c.nextLine(time.Minute)
+		dec := json.NewDecoder(strings.NewReader(line))
+		dec.UseNumber()
+		var m struct {
+			Result struct {
+				Value any `json:"value"`
+			} `json:"result"`
+		}
+		if err := dec.Decode(&m); err != nil {
+			t.Fatalf("%v: %.200s", err, line)
+		}
+		got, _ := json.Marshal(m.Result.Value)
+		exp, _ := json.Marshal(want[i])
+		if string(got) != string(exp) {
+			t.Errorf("get_variable %s:\n got %.600s\nwant %.600s", name, got, exp)
+		}
 	}
 }

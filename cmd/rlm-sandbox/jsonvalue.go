@@ -39,7 +39,7 @@ func toJSON(v any) any {
 		case math.IsInf(x, -1):
 			return "-inf"
 		}
-		return x
+		return jsonFloat(x)
 	case complex128:
 		return pyComplexRepr(x)
 	case []byte:
@@ -101,7 +101,7 @@ func jsonKey(k any) string {
 		if s, ok := toJSON(x).(string); ok {
 			return s
 		}
-		return strconv.FormatFloat(x, 'g', -1, 64)
+		return pyFloatRepr(x)
 	}
 	b, err := json.Marshal(toJSON(k))
 	if err != nil {
@@ -124,6 +124,48 @@ func pyComplexRepr(c complex128) string {
 		sign = ""
 	}
 	return "(" + f(real(c)) + sign + f(imag(c)) + "j)"
+}
+
+// jsonFloat is a finite float written as json.dumps writes it: Python's
+// repr, so that 1.0 stays a float ("1.0", not encoding/json's "1") and
+// -0.0 keeps its sign.
+type jsonFloat float64
+
+// MarshalJSON writes f's Python repr.
+func (f jsonFloat) MarshalJSON() ([]byte, error) { return []byte(pyFloatRepr(float64(f))), nil }
+
+// pyFloatRepr is repr(x) of a finite float: the shortest digits that read
+// back as x, in positional notation when the exponent is from -4 to 15
+// (with ".0" when x is integral), else as d.ddde±XX.
+func pyFloatRepr(x float64) string {
+	e := strconv.FormatFloat(math.Abs(x), 'e', -1, 64) // d.ddde±XX
+	mant, exp, _ := strings.Cut(e, "e")
+	digits := strings.Replace(mant, ".", "", 1)
+	n, _ := strconv.Atoi(exp)
+	sign := ""
+	if math.Signbit(x) {
+		sign = "-"
+	}
+	if n < -4 || n >= 16 {
+		es := strconv.Itoa(max(n, -n))
+		if len(es) < 2 {
+			es = "0" + es
+		}
+		if n < 0 {
+			es = "-" + es
+		} else {
+			es = "+" + es
+		}
+		return sign + mant + "e" + es
+	}
+	point := n + 1 // digits before the decimal point
+	switch {
+	case point <= 0:
+		return sign + "0." + strings.Repeat("0", -point) + digits
+	case point >= len(digits):
+		return sign + digits + strings.Repeat("0", point-len(digits)) + ".0"
+	}
+	return sign + digits[:point] + "." + digits[point:]
 }
 
 // text makes file contents a Python str: invalid UTF-8 is replaced with
