@@ -89,15 +89,15 @@ class SandboxTest(unittest.TestCase):
         # under half a millisecond must not round down to it.
         spin = "import time\nt = time.time()\nwhile time.time() - t < 3: pass"
         with Sandbox(binary=BIN, timeout=0.0004) as sb:
-            r = sb.execute(spin)
-            self.assertTrue(r.timed_out)
-            self.assertLess(r.duration, 2)
+            self.assertTrue(sb.execute(spin).timed_out)
         with Sandbox(binary=BIN, wall_timeout=0.0004) as sb:
-            r = sb.execute(spin)
-            self.assertTrue(r.timed_out)
-            self.assertLess(r.duration, 2)
-        with Sandbox(binary=BIN, timeout=0) as sb:  # 0 is still no limit
-            self.assertFalse(sb.execute("x = 1").timed_out)
+            self.assertTrue(sb.execute(spin).timed_out)
+        # 0, and an infinite limit, are no limit; NaN is refused.
+        for none in (0, float("inf")):
+            with Sandbox(binary=BIN, timeout=none, wall_timeout=none) as sb:
+                self.assertFalse(sb.execute("x = 1").timed_out)
+        with self.assertRaises(ValueError):
+            Sandbox(binary=BIN, timeout=float("nan"))
 
     def test_code_that_ignores_the_interrupt_kills_the_sandbox(self):
         with Sandbox(binary=BIN, timeout=0.3) as sb:
@@ -112,6 +112,7 @@ class SandboxTest(unittest.TestCase):
                 sb.execute("print(1)")
             sb.restart()
             self.assertNotEqual(sb.pid, old_pid)
+            self.assertEqual(sb.info["pid"], sb.pid)
             self.assertEqual(sb.execute("print('x' in globals())").stdout, "False\n")
 
     def test_cancel_from_another_thread_during_llm_query(self):

@@ -196,7 +196,12 @@ def _encode(message: dict) -> bytes:
 
 def _milliseconds(seconds: float) -> int:
     """A time limit in whole milliseconds, as the server takes it. The
-    server reads 0 as no limit: a positive limit that rounds to 0 is 1 ms."""
+    server reads 0 as no limit: a positive limit that rounds to 0 is 1 ms,
+    and an infinite one is 0."""
+    if seconds != seconds:
+        raise ValueError("a time limit cannot be NaN")
+    if seconds == float("inf"):
+        return 0
     ms = int(round(seconds * 1000))
     return 1 if ms == 0 and seconds > 0 else ms
 
@@ -756,7 +761,10 @@ class Sandbox:
         self._not_from_own_callback("restart")
         info = self.client.call("restart", sandbox=self.id)
         if isinstance(info, dict):
+            # What create said, as the new interpreter says it.
+            self.info = {**self.info, **info}
             self.pid = info.get("pid", self.pid)
+            self.python_version = info.get("python_version", self.python_version)
 
     def stats(self) -> dict:
         """The server's `stats` for this sandbox (rss_bytes, executions, …)."""
