@@ -110,7 +110,8 @@ type Config struct {
 	// WorkerPath is the rlm-worker binary. Default: $RLM_WORKER, else
 	// "rlm-worker" next to the running executable, then on $PATH, else the
 	// running program itself, re-executed as its own worker (see the
-	// package documentation). Set, it is the only worker tried.
+	// package documentation). Set, it is the only worker tried; so is
+	// $RLM_WORKER when set.
 	WorkerPath string
 	// NoSelfExec keeps New from starting the running program as its own
 	// worker when it finds no rlm-worker binary: WorkerAuto then runs the

@@ -11,7 +11,7 @@
 // of:
 //
 //  1. Config.WorkerPath, when set (and then only it);
-//  2. $RLM_WORKER;
+//  2. $RLM_WORKER, when set (and then only it);
 //  3. an executable rlm-worker next to the running program;
 //  4. rlm-worker on $PATH;
 //  5. the running program itself (below), unless Config.NoSelfExec.

@@ -110,6 +110,10 @@ func findWorkerCommand(cfg Config) (workerCommand, error) {
 	if cfg.WorkerPath != "" || cfg.NoSelfExec {
 		return workerCommand{}, fmt.Errorf("no rlm-worker binary: %v", err)
 	}
+	if env := os.Getenv("RLM_WORKER"); env != "" {
+		// Named, it is the worker wanted: not the program in its place.
+		return workerCommand{}, fmt.Errorf("no rlm-worker binary: $RLM_WORKER: %v", err)
+	}
 	exe, serr := selfWorker()
 	if serr != nil {
 		return workerCommand{}, fmt.Errorf("no rlm-worker binary (%v), and the program cannot be its own worker: %v", err, serr)

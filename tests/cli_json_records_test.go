@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/rlm-sandbox/rlm-sandbox/runtime"
 )
 
 // jsonRecords parses exec --json's stdout: one JSON object a line, each
@@ -99,7 +101,7 @@ func TestCLIExecJSONWhenNothingRuns(t *testing.T) {
 			}
 			// The message and its hint are on stderr, as for a block whose
 			// sandbox failed.
-			if !strings.Contains(errOut, "Pyodide") || !strings.Contains(errOut, "hint: run `make`") {
+			if !strings.Contains(errOut, "Pyodide") || !strings.Contains(errOut, "hint: Pyodide "+runtime.PyodideVersion+" is downloaded on first use") {
 				t.Fatalf("stderr %q", errOut)
 			}
 		})

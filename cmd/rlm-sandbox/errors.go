@@ -134,8 +134,10 @@ func wallTimeout(err error) bool {
 func hint(err error) string {
 	switch errorKind(err) {
 	case kindDistribution:
-		return "run `make` in the rlm-sandbox source tree to fetch and prepare Pyodide " + runtime.PyodideVersion +
-			", or set RLM_SANDBOX_PYODIDE to a prepared copy; then `rlm-sandbox prepare` checks it"
+		return "Pyodide " + runtime.PyodideVersion + " is downloaded on first use: give an index URL this machine reaches " +
+			"(--index-url or $" + runtime.IndexURLEnv + ": a mirror, or a directory holding the files), " +
+			"or set RLM_SANDBOX_PYODIDE to a prepared copy (`make` in the rlm-sandbox source tree makes one); " +
+			"then `rlm-sandbox prepare` checks it"
 	case kindWorkerUnavailable:
 		return "build rlm-worker (`make build`) and keep it next to rlm-sandbox or on $PATH, " +
 			"set RLM_WORKER to its path, or run in-process with --direct"

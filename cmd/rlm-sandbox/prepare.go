@@ -68,7 +68,7 @@ func runPrepare(parent context.Context, ios *iostreams, o *prepareOptions) error
 
 // trySandbox starts a sandbox the way exec does and runs a line of Python.
 func trySandbox(ctx context.Context, indexURL []string) (string, error) {
-	sb, err := supervisor.New(ctx, supervisor.Config{IndexURL: indexURL, NoSelfExec: true})
+	sb, err := supervisor.New(ctx, supervisor.Config{IndexURL: indexURL})
 	if err != nil {
 		return "", err
 	}

@@ -165,7 +165,6 @@ func (o *sandboxOptions) config(logger *slog.Logger) supervisor.Config {
 		OnRLMQuery:  rlmQueryFunc(o.rlmCmd),
 		IndexURL:    o.indexURL,
 		Logger:      logger,
-		NoSelfExec:  true, // the CLI's worker is rlm-worker, not rlm-sandbox
 		// --rlm-cmd's context file has a dict's members in their order
 		KeepDictOrder: true,
 	}

@@ -431,9 +431,8 @@ func (p *pooled) config(logger *slog.Logger, requireWorker bool) supervisor.Conf
 		mode = supervisor.WorkerAlways
 	}
 	return supervisor.Config{
-		Logger:     logger,
-		UseWorker:  mode,
-		NoSelfExec: true, // as serve's own creates: the worker is rlm-worker
+		Logger:    logger,
+		UseWorker: mode,
 		// as serve's own creates: dicts come back to the client in order
 		KeepDictOrder: true,
 

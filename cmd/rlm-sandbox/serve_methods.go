@@ -383,7 +383,6 @@ func (s *server) sandboxConfig(e *sandboxEntry, p createParams, bridges map[stri
 		MemoryLimit:     p.MemoryLimit,
 		IndexURL:        p.IndexURL,
 		Logger:          s.logger.With("sandbox", e.id),
-		NoSelfExec:      true, // the CLI's worker is rlm-worker, not rlm-sandbox
 		KeepDictOrder:   true, // get_variable and rlm_query's ctx give dicts in order
 	}
 	if p.TimeoutMS != nil {
