@@ -81,6 +81,20 @@ func (r *Reader) ReadFrame() ([]byte, error) {
 	return body, nil
 }
 
+// asText describes a stream whose first bytes are text where a frame
+// header should be (a program printing to the stream, not speaking the
+// protocol): what it says, as far as it is already read; else "".
+func (r *Reader) asText() string {
+	more, _ := r.r.Peek(min(r.r.Buffered(), 76))
+	text := append(r.hdr[:r.nhdr:r.nhdr], more...)
+	for _, c := range text {
+		if (c < ' ' || c > '~') && c != '\n' && c != '\r' && c != '\t' {
+			return ""
+		}
+	}
+	return fmt.Sprintf("; the stream reads %q: text, not frames", text)
+}
+
 func (r *Reader) readFrame() ([]byte, error) {
 	if r.nhdr < headerSize {
 		n, err := io.ReadFull(r.r, r.hdr[r.nhdr:])
@@ -96,7 +110,7 @@ func (r *Reader) readFrame() ([]byte, error) {
 		}
 		n32 := binary.BigEndian.Uint32(r.hdr[:])
 		if n32 > MaxFrameSize {
-			return nil, fmt.Errorf("ipc: read frame: %w", frameTooLarge(n32))
+			return nil, fmt.Errorf("ipc: read frame: %w%s", frameTooLarge(n32), r.asText())
 		}
 		r.size = int(n32)
 		r.body = make([]byte, 0, min(r.size, readChunk))

@@ -19,7 +19,11 @@ type WorkerMode int
 const (
 	// WorkerAuto uses a worker process when one can be started, else runs
 	// the interpreter in-process (direct mode) and logs a warning through
-	// Config.Logger.
+	// Config.Logger. "Cannot be started" is no worker to run (none found,
+	// or its start refused): a worker that started and then failed to
+	// come up (it timed out, exited, or wrote something other than the
+	// protocol) is New's error, matching ErrWorkerUnavailable, not a
+	// reason to run the code without the worker's walls.
 	WorkerAuto WorkerMode = iota
 	// WorkerAlways requires a worker process; New fails without one.
 	WorkerAlways

@@ -19,8 +19,12 @@
 // Info().Worker says whether a sandbox got a worker, Info().PID which, and
 // Info().Reason which worker and why. With WorkerAuto, the default, New
 // runs the interpreter in this process only when no worker can be started
-// at all, and logs that at warning level through Config.Logger (which
-// discards by default: check Info().Worker); WorkerAlways fails instead.
+// at all (none found, or its start refused), and logs that at warning
+// level through Config.Logger (which discards by default: check
+// Info().Worker); WorkerAlways fails instead. A worker that started and
+// then failed to come up (it timed out, exited, or wrote something other
+// than the protocol on its stdout, say a banner an init function prints)
+// is New's error in both modes.
 //
 // # The program as its own worker
 //

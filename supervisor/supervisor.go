@@ -60,7 +60,8 @@ func start(ctx context.Context, cfg Config) (backend, error) {
 	if err == nil {
 		return w, nil
 	}
-	if cfg.UseWorker == WorkerAlways || !errors.Is(err, ErrWorkerUnavailable) {
+	var broken brokenWorker
+	if cfg.UseWorker == WorkerAlways || !errors.Is(err, ErrWorkerUnavailable) || errors.As(err, &broken) {
 		return nil, err
 	}
 	cfg.Logger.Warn("worker unavailable; running in-process", "err", err)

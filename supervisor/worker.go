@@ -179,6 +179,14 @@ func mayDownload(cfg Config) bool {
 // namespaces.
 var errNamespaces = errors.New("supervisor: new namespaces refused")
 
+// brokenWorker is the ErrWorkerUnavailable of a worker that was found and
+// started, then failed to come up (it timed out, exited, or wrote what is
+// not the protocol): WorkerAuto reports it rather than run the interpreter
+// in-process, without the worker's walls, in its place.
+type brokenWorker struct{ error }
+
+func (b brokenWorker) Unwrap() error { return b.error }
+
 // startWorker starts the worker wc, in new namespaces if ns, and
 // waits for its hello. refused lists the layers already known to be
 // refused.
@@ -268,6 +276,9 @@ func startWorker(ctx context.Context, cfg Config, wc workerCommand, ns bool, ref
 
 	hello, err := s.readHello(ctx)
 	if err != nil {
+		if errors.Is(err, ErrWorkerUnavailable) {
+			err = brokenWorker{fmt.Errorf("%w (%s)", err, wc.about)}
+		}
 		return nil, err
 	}
 	if hello.Kind == ipc.KindError {
@@ -282,7 +293,7 @@ func startWorker(ctx context.Context, cfg Config, wc workerCommand, ns bool, ref
 	h, _ := hello.Body.(ipc.Hello)
 	if err := ipc.CheckHello(h); err != nil {
 		s.kill()
-		return nil, fmt.Errorf("%w: %w", ErrWorkerUnavailable, err)
+		return nil, brokenWorker{fmt.Errorf("%w: %w (%s)", ErrWorkerUnavailable, err, wc.about)}
 	}
 	if h.Hardened != "" {
 		layers = append(layers, strings.Split(h.Hardened, ",")...)

@@ -44,7 +44,8 @@ func (s *workerSandbox) readHello(ctx context.Context) (ipc.Message, error) {
 		return m, fmt.Errorf("%w: rlm-worker exited during start-up (%v); see the log for its output", ErrWorkerUnavailable, s.exit)
 	}
 	s.kill()
-	return m, fmt.Errorf("%w: %w: first frame: %v", ErrWorkerUnavailable, ErrProtocol, err)
+	return m, fmt.Errorf("%w: %w: first frame: %v (a worker writes only the protocol on its stdout: "+
+		"is it an rlm-worker of this build, and does no init function of the program print?)", ErrWorkerUnavailable, ErrProtocol, err)
 }
 
 // await returns the reply to request id, reading the frames itself when

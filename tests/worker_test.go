@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	goruntime "runtime"
 	"strings"
 	"syscall"
@@ -50,6 +51,42 @@ func TestModeSelection(t *testing.T) {
 		}
 		if ce := exec(t, sb, "print(context)"); ce.Stdout != "x\n" {
 			t.Fatalf("%+v", ce)
+		}
+	})
+	// A worker that was found and started, then failed to come up, is
+	// New's error: not a reason to run the code in-process, without the
+	// worker's walls. A program that prints on its stdout (a stale or
+	// foreign rlm-worker, an init function's banner in a program that is
+	// its own worker) is named with what it printed.
+	t.Run("a worker that fails to come up is an error, not direct mode", func(t *testing.T) {
+		dir := t.TempDir()
+		printing := filepath.Join(dir, "printing")
+		silent := filepath.Join(dir, "silent")
+		for path, script := range map[string]string{
+			printing: "#!/bin/sh\necho 'usage: rlm-worker [flags]'\nexec sleep 60\n",
+			silent:   "#!/bin/sh\nexec sleep 60\n",
+		} {
+			if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, c := range []struct {
+			path, want string
+			also       error
+		}{
+			{printing, `"usage: rlm-worker [flags]\n"`, supervisor.ErrProtocol},
+			{silent, "did not start within", supervisor.ErrWorkerUnavailable},
+		} {
+			sb, err := supervisor.New(ctx, supervisor.Config{WorkerPath: c.path, StartTimeout: time.Second})
+			if err == nil {
+				info := sb.Info()
+				sb.Destroy()
+				t.Fatalf("%s: a sandbox (%+v), want an error", c.path, info)
+			}
+			if !errors.Is(err, supervisor.ErrWorkerUnavailable) || !errors.Is(err, c.also) ||
+				!strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.path) {
+				t.Errorf("%s: %v", c.path, err)
+			}
 		}
 	})
 	t.Run("always without a binary fails", func(t *testing.T) {
