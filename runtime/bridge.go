@@ -45,15 +45,24 @@ type bridgeDevice struct {
 	inline bool // Config.BridgeInline
 	batch  BatchBridgeFunc
 	req    []byte
-	unread // the reply
+	max    int // the most a request may hold (deviceLimit)
+	unread     // the reply
 }
 
 func (d *bridgeDevice) Write(p []byte) (int, vfs.Errno) {
+	if len(p) > d.max+8-len(d.req) {
+		d.req = nil // what came before is no request either
+		return 0, vfs.EFBIG
+	}
 	d.req = append(d.req, p...)
 	if len(d.req) < 8 {
 		return len(p), vfs.ESUCCESS
 	}
 	n := binary.LittleEndian.Uint64(d.req)
+	if n > uint64(d.max) {
+		d.req = nil
+		return 0, vfs.EFBIG
+	}
 	if uint64(len(d.req)-8) < n {
 		return len(p), vfs.ESUCCESS
 	}

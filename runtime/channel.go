@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"encoding/binary"
+	"math"
 
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/vfs"
 )
@@ -21,7 +22,26 @@ type channel struct {
 	head  int      // how many of req are the request (the rest is raw)
 	resp  []byte
 	parts [3][]byte // req's backing array, reused
+	max   int       // the most resp may hold (deviceLimit)
 }
+
+// deviceLimit is the most a guest may have written to a device of the
+// host's (/dev/rlm, /dev/rlm-bridge) before the host reads it: the memory
+// it holds is the host's, outside what MemoryLimit counts. A reply or a
+// request of the guest's own code is data the guest held, so a legitimate
+// one never exceeds the guest's memory limit; code that writes to the
+// device itself gets EFBIG past it.
+func deviceLimit(memoryLimit uint64) int {
+	if memoryLimit == 0 || memoryLimit > MaxMemoryLimit {
+		memoryLimit = MaxMemoryLimit
+	}
+	return int(min(memoryLimit, math.MaxInt))
+}
+
+// keepBuffer is the capacity a device's buffer keeps between requests;
+// a larger one is let go of, so that one large reply (or code writing to
+// the device) does not hold host memory after it.
+const keepBuffer = 1 << 20
 
 func (c *channel) Read(p []byte) (int, vfs.Errno) {
 	n := 0
@@ -40,6 +60,9 @@ func (c *channel) Read(p []byte) (int, vfs.Errno) {
 }
 
 func (c *channel) Write(p []byte) (int, vfs.Errno) {
+	if len(p) > c.max-len(c.resp) {
+		return 0, vfs.EFBIG
+	}
 	c.resp = append(c.resp, p...)
 	return len(p), vfs.ESUCCESS
 }
@@ -62,6 +85,14 @@ func (c *channel) reset(req []byte, raw []byte) {
 		c.req = append(c.req, raw)
 	}
 	c.resp = c.resp[:0]
+	c.dropLarge()
+}
+
+// dropLarge lets go of a reply buffer larger than keepBuffer.
+func (c *channel) dropLarge() {
+	if cap(c.resp) > keepBuffer {
+		c.resp = nil
+	}
 }
 
 // clear drops what the guest did not read (raw text may be large: the

@@ -353,7 +353,8 @@ func (in *Interpreter) serveLocked(ctx context.Context, out Output, run func() (
 		}
 		return nil, ErrInterrupted
 	}
-	v, err := in.decode(in.channel.resp)
+	v, err := in.decode(in.channel.resp) // copies what it keeps
+	in.channel.dropLarge()
 	if err != nil {
 		return nil, fmt.Errorf("runtime: decode reply: %w", err)
 	}
