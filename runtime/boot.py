@@ -124,6 +124,11 @@ def _rlm_boot():
     def message(e):
         try:
             return str(e)
+        except KeyboardInterrupt:
+            # The execution's interrupt (its time limit, a cancel) reached
+            # a __str__ that takes that long: the cell ends interrupted,
+            # rather than formatting the exception again and being killed.
+            raise
         except BaseException:
             return "<exception str() failed>"
 
@@ -224,6 +229,8 @@ def _rlm_boot():
                 if len(x.stack) > 8:
                     x.stack = collapsed(x.stack)
             return "".join(te.format())
+        except KeyboardInterrupt:
+            raise  # as in message
         except BaseException:
             return "%s: %s\n" % (type(e).__name__, message(e))
 

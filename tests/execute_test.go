@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
@@ -177,6 +178,25 @@ func TestLoneSurrogateInError(t *testing.T) {
 				if !utf8.ValidString(ce.Traceback) || !strings.HasSuffix(ce.Traceback, "ValueError: x\\udcffy é\n") {
 					t.Errorf("%q: traceback %q", code, ce.Traceback)
 				}
+			}
+		}
+	})
+}
+
+// TestEndlessExceptionStr: an exception whose __str__ never returns is
+// stopped by the time limit like any other code: the cell ends with
+// ErrTimeout and KeyboardInterrupt, and the sandbox lives on (it used to
+// format the exception again after the interrupt, and be killed).
+func TestEndlessExceptionStr(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{Timeout: 500 * time.Millisecond, GracePeriod: 5 * time.Second}, "")
+		for _, run := range []func(context.Context, string) (*supervisor.CodeExecution, error){sb.Execute, sb.ExecuteInteractive} {
+			ce, err := run(context.Background(), "class E(Exception):\n    def __str__(self):\n        while True: pass\nraise E()\n")
+			if !errors.Is(err, supervisor.ErrTimeout) || ce == nil || ce.ErrorType != "KeyboardInterrupt" {
+				t.Fatalf("err %v, execution %+v", err, ce)
+			}
+			if ce := exec(t, sb, "print(6 * 7)"); ce.Stdout != "42\n" {
+				t.Fatalf("after: %+v", ce)
 			}
 		}
 	})
