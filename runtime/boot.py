@@ -607,6 +607,11 @@ def _rlm_boot():
         "_multiprocessing": "there are no other processes in the rlm-sandbox; to run llm_query calls "
         "concurrently use llm_query_batched(prompts)",
     }
+    # CPython's own C API test modules let code corrupt the interpreter's
+    # memory at will: of no use to an agent, and a crash a line away.
+    for m in sys.builtin_module_names:
+        if m.startswith("_test"):
+            unsupported[m] = "CPython's C API test modules are not available in the rlm-sandbox"
 
     class Refuse:
         @staticmethod

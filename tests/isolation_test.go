@@ -18,6 +18,8 @@ func TestUnsupportedFeaturesRaise(t *testing.T) {
 			{"import js", "import js", "ImportError", "JavaScript"},
 			{"pyodide", "import pyodide", "ImportError", "JavaScript"},
 			{"ctypes", "import ctypes\nctypes.CDLL(None)", "ImportError", "ctypes"},
+			{"_testcapi", "import _testcapi", "ImportError", "C API test modules"},
+			{"_testinternalcapi", "from _testinternalcapi import get_recursion_depth", "ImportError", "C API test modules"},
 			{"socket connect", "import socket\ns = socket.socket()\ns.connect(('93.184.216.34', 80))", "OSError", "unreachable"},
 			{"dns", "import socket\nsocket.getaddrinfo('example.com', 80)", "gaierror", ""},
 			{"urllib", "import urllib.request\nurllib.request.urlopen('http://example.com', timeout=5)", "URLError", ""},
