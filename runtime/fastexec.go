@@ -375,7 +375,18 @@ func (in *Interpreter) fastFail(f *fastState, err error) (bool, error) {
 	if exc == 0 {
 		return false, errors.New("runtime: fast path: a C API call failed without an exception")
 	}
+	delivered := in.host.LastDelivery()
 	r, err := f.call(in, f.fn.call1, uint64(f.obj.Fail), exc)
+	if err == nil && r == 0 && in.deadErr == nil && in.host.LastDelivery() == delivered {
+		// fail() raised, and no interrupt made it: a trace or profile
+		// function of the code's (sys.settrace, sys.setprofile) raised on
+		// fail's own frame, and CPython has unset it. Fail once more, or
+		// the cell would read as interrupted, with no reply.
+		in.channel.reset(nil, nil)
+		if _, err = in.call(in.killCtx, in.fns.errClear); err == nil {
+			r, err = f.call(in, f.fn.call1, uint64(f.obj.Fail), exc)
+		}
+	}
 	in.decRef(exc)
 	if err == nil && in.deadErr != nil {
 		// Freeing the exception (its traceback, its frames) stopped the

@@ -201,3 +201,28 @@ func TestEndlessExceptionStr(t *testing.T) {
 		}
 	})
 }
+
+// TestRaisingTraceHooks: trace and profile functions that raise (the
+// code's own sys.settrace and sys.setprofile) do not hide the cell's
+// exception behind an interrupt: CPython unsets a hook that raised, and
+// the sandbox reports the exception and goes on.
+func TestRaisingTraceHooks(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "")
+		for _, code := range []string{
+			"import sys\nsys.settrace(lambda *a: 1/0)\nsys.setprofile(lambda *a: 1/0)",
+			"import sys\nsys.setprofile(lambda *a: 1/0)",
+			"import sys\nsys.settrace(lambda *a: 1/0)\nraise ValueError('mine')",
+		} {
+			for _, run := range []func(context.Context, string) (*supervisor.CodeExecution, error){sb.Execute, sb.ExecuteInteractive} {
+				ce, err := run(context.Background(), code)
+				if err != nil || ce.ErrorType == "" || ce.ErrorType == "KeyboardInterrupt" || ce.Traceback == "" {
+					t.Fatalf("%q: err %v, execution %+v", code, err, ce)
+				}
+				if ce := exec(t, sb, "import sys\nsys.settrace(None)\nsys.setprofile(None)\nprint(6 * 7)"); ce.Stdout != "42\n" {
+					t.Fatalf("after %q: %+v", code, ce)
+				}
+			}
+		}
+	})
+}
