@@ -383,7 +383,7 @@ func (in *Interpreter) fastFail(f *fastState, err error) (bool, error) {
 		// fail's own frame, and CPython has unset it. Fail once more, or
 		// the cell would read as interrupted, with no reply.
 		in.channel.reset(nil, nil)
-		if _, err = in.call(in.killCtx, in.fns.errClear); err == nil {
+		if _, err = in.call1(in.fns.errClear); err == nil {
 			r, err = f.call(in, f.fn.call1, uint64(f.obj.Fail), exc)
 		}
 	}
@@ -399,7 +399,7 @@ func (in *Interpreter) fastFail(f *fastState, err error) (bool, error) {
 	}
 	if r == 0 {
 		// An interrupt hit fail(): the channel holds no reply.
-		_, err = in.call(in.killCtx, in.fns.errClear)
+		_, err = in.call1(in.fns.errClear)
 		return false, err
 	}
 	in.decRef(r)

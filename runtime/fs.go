@@ -44,12 +44,12 @@ func (in *Interpreter) buildFS(cfg Config) (*vfs.FS, error) {
 	if e := fs.AddDevice("/dev/zero", vfs.ZeroDevice{}, 0o666); e != vfs.ESUCCESS {
 		return nil, e
 	}
-	in.channel.max = deviceLimit(cfg.MemoryLimit)
+	limit := deviceLimit(cfg.MemoryLimit)
+	in.channel.max = limit
 	if e := fs.AddDevice("/dev/rlm", in.channel, 0o600); e != vfs.ESUCCESS {
 		return nil, e
 	}
-	bridge := &bridgeDevice{in: in, fn: cfg.Bridge, inline: cfg.BridgeInline, batch: cfg.BridgeBatch,
-		max: deviceLimit(cfg.MemoryLimit)}
+	bridge := &bridgeDevice{in: in, fn: cfg.Bridge, inline: cfg.BridgeInline, batch: cfg.BridgeBatch, max: limit}
 	if e := fs.AddDevice("/dev/rlm-bridge", bridge, 0o600); e != vfs.ESUCCESS {
 		return nil, e
 	}

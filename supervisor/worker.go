@@ -74,21 +74,25 @@ type workerSandbox struct {
 type execStreams struct{ stdout, stderr *outputCollector }
 
 // findWorker locates the rlm-worker binary: cfg.WorkerPath, else
-// $RLM_WORKER, else next to the running executable, else $PATH.
-func findWorker(path string) (string, error) {
-	if path != "" {
-		return exec.LookPath(path)
+// $RLM_WORKER, else next to the running executable, else $PATH. named is
+// whether the caller named it (WorkerPath or $RLM_WORKER): then it is the
+// only one tried.
+func findWorker(path string) (found string, named bool, err error) {
+	if path == "" {
+		path = os.Getenv("RLM_WORKER")
 	}
-	if p := os.Getenv("RLM_WORKER"); p != "" {
-		return exec.LookPath(p)
+	if path != "" {
+		found, err = exec.LookPath(path)
+		return found, true, err
 	}
 	if exe, err := os.Executable(); err == nil {
 		p := filepath.Join(filepath.Dir(exe), "rlm-worker")
 		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
-			return p, nil
+			return p, false, nil
 		}
 	}
-	return exec.LookPath("rlm-worker")
+	found, err = exec.LookPath("rlm-worker")
+	return found, false, err
 }
 
 // workerCommand is how a worker process is started.
@@ -100,19 +104,16 @@ type workerCommand struct {
 }
 
 // findWorkerCommand returns the rlm-worker binary findWorker finds or,
-// when there is none, cfg.WorkerPath is unset and cfg.NoSelfExec false,
-// the running program itself.
+// when there is none, none was named and cfg.NoSelfExec is false, the
+// running program itself.
 func findWorkerCommand(cfg Config) (workerCommand, error) {
-	path, err := findWorker(cfg.WorkerPath)
+	path, named, err := findWorker(cfg.WorkerPath)
 	if err == nil {
 		return workerCommand{path: path, name: path, about: path}, nil
 	}
-	if cfg.WorkerPath != "" || cfg.NoSelfExec {
+	if named || cfg.NoSelfExec {
+		// A named worker is the one wanted: not the program in its place.
 		return workerCommand{}, fmt.Errorf("no rlm-worker binary: %v", err)
-	}
-	if env := os.Getenv("RLM_WORKER"); env != "" {
-		// Named, it is the worker wanted: not the program in its place.
-		return workerCommand{}, fmt.Errorf("no rlm-worker binary: $RLM_WORKER: %v", err)
 	}
 	exe, serr := selfWorker()
 	if serr != nil {

@@ -679,9 +679,7 @@ class Sandbox:
         if not isinstance(info, dict) or "sandbox" not in info:
             raise ProtocolError(None, "protocol", "malformed create result: %r" % (info,))
         self.id: str = info["sandbox"]
-        self.info: dict = info
-        self.pid: int | None = info.get("pid")
-        self.python_version: str | None = info.get("python_version")
+        self._take_info(info)
         self._route = route
         self.client._register(self.id, route)
         if not self._owns_client:
@@ -762,9 +760,13 @@ class Sandbox:
         info = self.client.call("restart", sandbox=self.id)
         if isinstance(info, dict):
             # What create said, as the new interpreter says it.
-            self.info = {**self.info, **info}
-            self.pid = info.get("pid", self.pid)
-            self.python_version = info.get("python_version", self.python_version)
+            self._take_info({**self.info, **info})
+
+    def _take_info(self, info: dict) -> None:
+        """Keeps what create (or restart) said of the interpreter."""
+        self.info: dict = info
+        self.pid: int | None = info.get("pid")
+        self.python_version: str | None = info.get("python_version")
 
     def stats(self) -> dict:
         """The server's `stats` for this sandbox (rss_bytes, executions, …)."""
