@@ -327,7 +327,9 @@ func (in *Interpreter) serveLocked(ctx context.Context, out Output, run func() (
 	stop := context.AfterFunc(ctx, func() { in.intr.Swap(SIGINT) })
 	in.host.SetOutput(out.Stdout, out.Stderr)
 	in.reqCtx = ctx
+	in.clock.begin()
 	ok, err := run()
+	in.clock.end()
 	in.endBridgeCtx()
 	in.reqCtx = nil
 	in.channel.clear()

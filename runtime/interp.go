@@ -157,6 +157,7 @@ type Interpreter struct {
 	stdlib      []byte // the bytecode-compiled stdlib zip, or nil for the source one
 	timings     bootTimings
 	memory      linmem.Tracker // the linear memory, for mapping a boot image
+	clock       *signalClock   // nil: CPython's own signal check interval
 	tramp       api.Module
 	trampSlot   uint32   // the table slot of the trampoline
 	arityCache  uint32   // guest address of the trampoline's arity cache
@@ -431,6 +432,11 @@ func (in *Interpreter) boot(ctx context.Context, cfg Config, img *bootImage) err
 	}
 	in.trampSlot = uint32(res[0])
 	in.tramp = tramp
+	if g := main.ExportedGlobal("_Py_emscripten_signal_clock"); g != nil {
+		if in.clock = newSignalClock(in.memory.Word(uint32(g.Get())), in.intr, in.killCtx); in.clock != nil {
+			in.host.SetSignalCheck(in.clock.checked)
+		}
+	}
 	if img != nil {
 		in.timings.instantiate = time.Since(t0)
 		return in.restore(img)

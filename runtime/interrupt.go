@@ -13,7 +13,9 @@ const SIGINT = 2
 // InterruptSource holds the interpreter's pending signal. CPython's
 // Emscripten build polls it about every 50 bytecodes: a non-zero value is
 // taken (swapped with 0 in one atomic operation) and delivered as that
-// signal. Store SIGINT to raise KeyboardInterrupt in running code.
+// signal. Store SIGINT to raise KeyboardInterrupt in running code. (In a
+// long run, with an InterruptWaiter, the interpreter polls it rarely and
+// waits on it instead, making the guest look at once when a signal comes.)
 //
 // An in-process caller uses AtomicInterrupt; a worker process backs it with
 // a page of memory shared with its supervisor.

@@ -76,6 +76,35 @@ func TestCancel(t *testing.T) {
 	}
 }
 
+// TestCancelLongRun cancels a run long enough for the interpreter to space
+// out CPython's signal checks (runtime's signal clock), in a loop whose
+// iterations are a C call of about a millisecond (str.count): the cancel
+// must be taken in that loop, not after it (its 2,000 iterations would
+// come to an end before a spaced-out check).
+func TestCancelLongRun(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		w := newLineWaiter()
+		sb := newSandbox(t, m, supervisor.Config{OnStdout: w.onLine}, "")
+		exec(t, sb, "counter = 1")
+		ch := make(chan result, 1)
+		go func() {
+			ce, err := sb.Execute(context.Background(), "s = 'a' * 5_000_000\nfor _ in range(100_000): pass\n"+
+				"import os; os.write(1, b'slow\\n')\nfor i in range(2_000): s.count('z')")
+			ch <- result{ce, err}
+		}()
+		w.wait(t, "slow")
+		sb.Cancel()
+		r := wait(t, ch)
+		if !errors.Is(r.err, supervisor.ErrCanceled) {
+			t.Fatalf("err = %v, want ErrCanceled", r.err)
+		}
+		if r.ce == nil || r.ce.ErrorType != "KeyboardInterrupt" || !strings.Contains(r.ce.Traceback, "s.count") {
+			t.Fatalf("execution = %+v: want KeyboardInterrupt in the loop", r.ce)
+		}
+		checkUsable(t, sb)
+	})
+}
+
 func TestContextCancel(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		w := newLineWaiter()

@@ -59,6 +59,7 @@ type Host struct {
 	stdout, stderr atomic.Pointer[io.Writer]
 	killed         atomic.Bool
 	delivered      atomic.Int64
+	checked        func() // see SetSignalCheck
 
 	iov [][]byte // the buffers of the guest's current read or write (rw)
 
@@ -119,12 +120,18 @@ func (h *Host) SetCwd(dir string) { h.cwd = dir }
 // SetArityCache tells the trampoline import where its byte cache lives.
 func (h *Host) SetArityCache(addr, n uint32) { h.arityCache, h.arityLen = addr, n }
 
+// SetSignalCheck sets f to be called, on the guest's goroutine, by each
+// of CPython's periodic signal checks that finds no signal pending. The
+// runtime uses it to space the checks out in long runs (its signal clock).
+func (h *Host) SetSignalCheck(f func()) { h.checked = f }
+
 // ErrKilled is the panic value with which the imports unwind a guest that
 // Kill stopped.
 var ErrKilled = errors.New("the interpreter was killed")
 
 // Kill makes the running guest unwind at its next signal check (every ~50
-// bytecodes) or blocking call, even if its Python code ignores
+// bytecodes, unless the runtime spaced them out: it then makes the guest
+// check at once) or blocking call, even if its Python code ignores
 // KeyboardInterrupt. C code that never returns to the interpreter loop
 // cannot be stopped this way; only ending the process stops it.
 func (h *Host) Kill() { h.killed.Store(true) }

@@ -96,3 +96,19 @@ func (t *Tracker) MapFile(f *os.File, off int64, n int) error {
 	}
 	return m.mapFile(f, off, n)
 }
+
+// Word returns a pointer to the 32-bit word at offset off of the tracked
+// memory, for another goroutine to access atomically while the guest runs,
+// or nil where the memory is not a reservation (which may move as it
+// grows) or off+4 is past its committed bytes. The pointer stays valid
+// for the memory's lifetime: a reservation never moves, and MapFile maps
+// over it in place.
+func (t *Tracker) Word(off uint32) *uint32 {
+	t.mu.Lock()
+	m := t.last
+	t.mu.Unlock()
+	if m == nil || off%4 != 0 {
+		return nil
+	}
+	return m.word(off)
+}

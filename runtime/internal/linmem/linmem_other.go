@@ -18,6 +18,8 @@ type memory struct{}
 
 func (*memory) mapFile(*os.File, int64, int) error { return ErrNoMapping }
 
+func (*memory) word(uint32) *uint32 { return nil }
+
 // Reallocate and Free make memory a LinearMemory; none is ever made here.
 func (*memory) Reallocate(uint64) []byte { return nil }
 

@@ -88,6 +88,13 @@ func (m *memory) Free() {
 	}
 }
 
+func (m *memory) word(off uint32) *uint32 {
+	if uint64(off)+4 > uint64(m.committed) {
+		return nil
+	}
+	return (*uint32)(unsafe.Pointer(&m.buf[off]))
+}
+
 func (m *memory) mapFile(f *os.File, off int64, n int) error {
 	if n == 0 {
 		return nil

@@ -1,0 +1,110 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rlm-sandbox/rlm-sandbox/runtime"
+)
+
+// longRun is code whose run is long enough for the signal clock to space
+// out CPython's checks (a loop of 100,000 passes), which then calls a C
+// function that takes about a millisecond and checks nothing (str.count)
+// in a loop: an eval-breaker check or two per millisecond. Spaced out to
+// a check per million, without the clock making the guest check at once,
+// a signal that comes in the second loop would be seen only after it
+// (LOOP is its number of iterations). The line that announces the second
+// loop is written with os.write, after which CPython does not look for
+// signals (print does).
+const longRun = `
+s = 'a' * 5_000_000
+i = -1
+try:
+    for _ in range(100_000): pass
+    import os; os.write(1, b'slow\n')
+    for i in LOOP: s.count('z')
+except KeyboardInterrupt:
+    print('caught at', i)
+`
+
+// onLine calls f once, on the first write that contains s.
+type onLine struct {
+	mu   sync.Mutex
+	buf  strings.Builder
+	s    string
+	f    func()
+	done bool
+}
+
+func (w *onLine) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if !w.done && strings.Contains(w.buf.String(), w.s) {
+		w.done = true
+		w.f()
+	}
+	return len(p), nil
+}
+
+func (w *onLine) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// TestSignalClockInterruptsLongRun checks that a signal reaches a long
+// run at once, in the interpreter's signal clock's spaced-out phase.
+func TestSignalClockInterruptsLongRun(t *testing.T) {
+	intr := &runtime.AtomicInterrupt{}
+	in := newInterp(t, runtime.Config{Interrupt: intr})
+	code := strings.Replace(longRun, "LOOP", "range(2_000)", 1)
+	for i := range 3 { // and again: each run engages the clock anew
+		out := &onLine{s: "slow", f: func() { intr.Store(runtime.SIGINT) }}
+		res, err := in.Exec(context.Background(), code, runtime.Output{Stdout: out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var at int
+		if _, err := fmt.Sscanf(out.String(), "slow\ncaught at %d\n", &at); err != nil || res.Error != nil || at >= 1999 {
+			t.Fatalf("run %d: stdout %q, error %+v: want the signal taken in the second loop", i, out.String(), res.Error)
+		}
+		if intr.Load() != 0 {
+			t.Fatalf("run %d: signal not taken", i)
+		}
+	}
+	// A short run after long ones: CPython's own interval again.
+	res, err := in.Exec(context.Background(), "x = sum(range(10))", runtime.Output{})
+	if err != nil || res.Error != nil {
+		t.Fatalf("after: %+v %v", res, err)
+	}
+}
+
+// TestSignalClockClose checks that Close stops a long run at once, in the
+// clock's spaced-out phase, although its code ignores KeyboardInterrupt.
+// Spaced out without the clock's help, the run would go on for about a
+// quarter of an hour.
+func TestSignalClockClose(t *testing.T) {
+	in := newInterp(t, runtime.Config{})
+	out := &onLine{s: "slow", f: func() { go in.Close() }}
+	code := "while True:\n  try:" + strings.ReplaceAll(strings.Replace(longRun, "LOOP", "iter(int, 1)", 1), "\n", "\n    ") +
+		"\n  except KeyboardInterrupt: pass"
+	done := make(chan error, 1)
+	go func() {
+		_, err := in.Exec(context.Background(), code, runtime.Output{Stdout: out})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, runtime.ErrClosed) {
+			t.Fatalf("err = %v, want ErrClosed", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("Close did not stop the run")
+	}
+}
