@@ -710,6 +710,7 @@ func (in *Interpreter) Close() error {
 	in.kill()
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	in.clock.wait()
 	ctx := context.Background()
 	for i := len(in.mods) - 1; i >= 0; i-- {
 		in.mods[i].Close(ctx)
