@@ -22,7 +22,7 @@ import (
 // The clock is a word of guest memory that the host may write. Once a
 // request's run has made signalClockEngage checks (a long run), a watcher
 // goroutine waits on the interrupt source, and each check sets the clock
-// to signalClockLong: the host is called about 20,000 times less often.
+// to signalClockLong: the host is called 20 times less often.
 // When a signal comes (or Close kills the interpreter), the watcher sets
 // the clock to 1, so that the guest checks at its next eval-breaker check,
 // as soon as it would have with CPython's own interval. The guest's own
@@ -54,9 +54,15 @@ const (
 	// checks each) after which a run is long enough for a watcher: about
 	// 0.1-1 ms of Python, against the few microseconds the watcher costs.
 	signalClockEngage = 256
-	// signalClockLong is the countdown once a watcher runs; the checks
-	// that remain are a fallback only.
-	signalClockLong = 1 << 20
+	// signalClockLong is the countdown once a watcher runs: the host is
+	// called 20 times less often than with CPython's interval, and code
+	// that makes eval-breaker checks at a good pace (a tight loop: every
+	// 5-20 ns) still sees a signal within microseconds without the
+	// watcher. That one needs a processor to run on, and the supervisor
+	// and the guest may hold both of a small machine's for milliseconds:
+	// with a countdown of 2^20, cancelling a tight loop took 1.5-1.9 ms
+	// instead of 0.2-0.6.
+	signalClockLong = 1000
 	// signalClockCPython is CPython's own interval
 	// (PY_EMSCRIPTEN_SIGNAL_INTERVAL).
 	signalClockCPython = 50

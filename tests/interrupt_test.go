@@ -78,9 +78,9 @@ func TestCancel(t *testing.T) {
 
 // TestCancelLongRun cancels a run long enough for the interpreter to space
 // out CPython's signal checks (runtime's signal clock), in a loop whose
-// iterations are a C call of about a millisecond (str.count): the cancel
-// must be taken in that loop, not after it (its 2,000 iterations would
-// come to an end before a spaced-out check).
+// iterations are a C call of a few milliseconds (str.count): the cancel
+// must be taken within a few iterations, not at the next spaced-out check,
+// about 70 iterations later.
 func TestCancelLongRun(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		w := newLineWaiter()
@@ -88,7 +88,7 @@ func TestCancelLongRun(t *testing.T) {
 		exec(t, sb, "counter = 1")
 		ch := make(chan result, 1)
 		go func() {
-			ce, err := sb.Execute(context.Background(), "s = 'a' * 5_000_000\nfor _ in range(100_000): pass\n"+
+			ce, err := sb.Execute(context.Background(), "s = 'a' * 10_000_000\nfor _ in range(100_000): pass\n"+
 				"import os; os.write(1, b'slow\\n')\nfor i in range(2_000): s.count('z')")
 			ch <- result{ce, err}
 		}()
@@ -100,6 +100,9 @@ func TestCancelLongRun(t *testing.T) {
 		}
 		if r.ce == nil || r.ce.ErrorType != "KeyboardInterrupt" || !strings.Contains(r.ce.Traceback, "s.count") {
 			t.Fatalf("execution = %+v: want KeyboardInterrupt in the loop", r.ce)
+		}
+		if ce := exec(t, sb, "print(i < 20)"); ce.Stdout != "True\n" {
+			t.Fatalf("cancel taken at iteration %s: want within 20", exec(t, sb, "print(i)").Stdout)
 		}
 		checkUsable(t, sb)
 	})
