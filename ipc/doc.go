@@ -68,7 +68,7 @@
 // Ordinary types map to native msgpack: None is nil, bool, int (int64, or
 // uint64 above math.MaxInt64), float, str, bytes (bin), list and tuple
 // (array), and dicts whose keys are all strings (map, decoded as
-// map[string]any). Three cases need more:
+// map[string]any). Four cases need more:
 //
 //   - Integers outside [math.MinInt64, math.MaxUint64] use extension type
 //     ExtBigInt (1) whose payload is a sign byte (0 or 1) and the
@@ -79,6 +79,10 @@
 //     tuples in particular, cannot be Go map keys.
 //   - Sets and frozensets use extension type ExtSet (2) whose payload is
 //     a msgpack array of the elements; they decode as Set.
+//   - A Tuple, a value the caller wants to reach Python as a tuple (a
+//     list cannot be a dict key), uses extension type ExtTuple (4), whose
+//     payload is a msgpack array of the elements; it decodes as Tuple.
+//     Tuples Python sends travel as arrays.
 //
 // Values nest at most MaxDepth levels.
 //

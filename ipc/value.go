@@ -35,7 +35,17 @@ const (
 	// ExtComplex carries a Python complex number. Payload: the real and
 	// imaginary parts as big-endian IEEE 754 float64s (16 bytes).
 	ExtComplex int8 = 3
+
+	// ExtTuple carries a tuple the caller asked for (Tuple): payload, a
+	// msgpack array of the elements. The worker's own values never use
+	// it (tuples travel as arrays, as lists do).
+	ExtTuple int8 = 4
 )
+
+// Tuple is a value that must reach Python as a tuple (runtime.Tuple on
+// the wire): as a key of a Dict, say, where a list cannot be. It encodes
+// as ExtTuple; a plain array decodes as []any.
+type Tuple []any
 
 // Set is a Python set or frozenset: its elements in iteration order. It is
 // a slice rather than a Go map because Python set elements (tuples,
@@ -181,6 +191,8 @@ func (w *writer) value(v any, depth int) error {
 		return w.list(len(x), func(i int) any { return x[i] }, depth)
 	case Set:
 		return w.set(x, depth)
+	case Tuple:
+		return w.tuple(x, depth)
 	case map[string]any:
 		return w.stringMap(x, depth)
 	case Dict:
@@ -246,6 +258,19 @@ func (w *writer) set(s Set, depth int) error {
 		return frameTooLarge(len(inner.b))
 	}
 	w.ext(ExtSet, inner.b)
+	return nil
+}
+
+// tuple appends t as ExtTuple.
+func (w *writer) tuple(t Tuple, depth int) error {
+	var inner writer
+	if err := inner.list(len(t), func(i int) any { return t[i] }, depth); err != nil {
+		return err
+	}
+	if len(inner.b) > MaxFrameSize {
+		return frameTooLarge(len(inner.b))
+	}
+	w.ext(ExtTuple, inner.b)
 	return nil
 }
 
@@ -456,7 +481,7 @@ func decodeMap(r *reader, depth int) (any, error) {
 	return m, nil
 }
 
-// decodeExt reads an ExtBigInt, ExtComplex or ExtSet.
+// decodeExt reads an ExtBigInt, ExtComplex, ExtSet or ExtTuple.
 func decodeExt(r *reader, depth int) (any, error) {
 	typ, payload, err := r.readExt()
 	if err != nil {
@@ -472,7 +497,7 @@ func decodeExt(r *reader, depth int) (any, error) {
 		re := math.Float64frombits(binary.BigEndian.Uint64(payload[:8]))
 		im := math.Float64frombits(binary.BigEndian.Uint64(payload[8:]))
 		return complex(re, im), nil
-	case ExtSet:
+	case ExtSet, ExtTuple:
 		inner := reader{buf: payload, owned: r.owned}
 		n, err := inner.readArrayLen()
 		if err != nil {
@@ -483,7 +508,10 @@ func decodeExt(r *reader, depth int) (any, error) {
 			return nil, err
 		}
 		if inner.remaining() != 0 {
-			return nil, malformedf("%d trailing bytes in set", inner.remaining())
+			return nil, malformedf("%d trailing bytes in an extension", inner.remaining())
+		}
+		if typ == ExtTuple {
+			return Tuple(s), nil
 		}
 		return Set(s), nil
 	}

@@ -103,14 +103,18 @@ func TestSetVariable(t *testing.T) {
 		values := map[string]any{
 			"a": int64(5), "b": "text", "c": []any{int64(1), "x", nil}, "d": map[string]any{"k": 1.5},
 			"e": huge, "f": []byte("raw"), "g": true,
+			// A Tuple is a tuple in both modes (a worker got a list), so
+			// it can be a dict key.
+			"h": runtime.Tuple{int64(1), "a", nil},
+			"i": runtime.Dict{{Key: int64(1), Value: "a"}, {Key: runtime.Tuple{int64(1), runtime.Tuple{int64(2)}}, Value: "b"}},
 		}
 		for k, v := range values {
 			if err := sb.SetVariable(ctx, k, v); err != nil {
 				t.Fatalf("SetVariable(%s): %v", k, err)
 			}
 		}
-		ce := exec(t, sb, "print(a+1, b.upper(), c, d['k']*2, e, f, g)")
-		if want := "6 TEXT [1, 'x', None] 3.0 -123456789012345678901234567890 b'raw' True\n"; ce.Stdout != want {
+		ce := exec(t, sb, "print(a+1, b.upper(), c, d['k']*2, e, f, g, h, i)")
+		if want := "6 TEXT [1, 'x', None] 3.0 -123456789012345678901234567890 b'raw' True (1, 'a', None) {1: 'a', (1, (2,)): 'b'}\n"; ce.Stdout != want {
 			t.Fatalf("stdout %q, want %q", ce.Stdout, want)
 		}
 		if err := sb.SetVariable(ctx, "bad", make(chan int)); err == nil {

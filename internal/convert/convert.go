@@ -1,6 +1,6 @@
 // Package convert maps values between the runtime's Go representation of
 // Python data and the ipc wire representation. They differ only in the
-// types of sets and non-string-keyed dicts.
+// types of sets, tuples and non-string-keyed dicts.
 package convert
 
 import (
@@ -24,7 +24,7 @@ func ToIPC(v any) any {
 		}
 		return out
 	case runtime.Tuple:
-		out := make([]any, len(x))
+		out := make(ipc.Tuple, len(x))
 		for i, e := range x {
 			out[i] = ToIPC(e)
 		}
@@ -50,6 +50,12 @@ func FromIPC(v any) any {
 	switch x := v.(type) {
 	case ipc.Set:
 		out := make(runtime.Set, len(x))
+		for i, e := range x {
+			out[i] = FromIPC(e)
+		}
+		return out
+	case ipc.Tuple:
+		out := make(runtime.Tuple, len(x))
 		for i, e := range x {
 			out[i] = FromIPC(e)
 		}
