@@ -172,7 +172,12 @@ type Config struct {
 	// Stderr) run on the execution's path: keep them quick, or hand the
 	// lines off. The code waits for a slow one, which counts against
 	// Timeout, and once the execution is stopped against GracePeriod,
-	// whose end kills the interpreter.
+	// whose end kills the interpreter; but Execute returns only after the
+	// callbacks have had every line written before that (in worker mode,
+	// a slow callback can so hold Execute's return well past Timeout), and
+	// a callback that never returns keeps Execute from returning at all:
+	// neither the context, Cancel nor Destroy can end a call in progress
+	// in the caller's own code.
 	OnStdout, OnStderr func(line string)
 	// Stdout and Stderr, when set, receive what Python writes to
 	// sys.stdout and sys.stderr byte for byte, in order, as it is written
