@@ -318,6 +318,44 @@ class SandboxTest(unittest.TestCase):
                 pass
             self.assertEqual(sb.execute("print('next')").stdout, "next\n")
 
+    def test_interrupted_create_leaves_no_sandbox(self):
+        # Ctrl-C while a shared Client writes a large create: the write
+        # completes (the request is whole), the caller gets the interrupt,
+        # and the sandbox the server creates anyway is destroyed as soon as
+        # its id comes back, rather than left running with no handle.
+        import _thread
+        import time
+
+        client = Client(binary=BIN)
+        try:
+            sending = threading.Event()
+            send = client._transport.send
+
+            def send_and_tell(data):
+                sending.set()
+                send(data)
+
+            client._transport.send = send_and_tell
+            interrupter = threading.Thread(target=lambda: (sending.wait(), _thread.interrupt_main()))
+            interrupter.start()
+            with self.assertRaises(KeyboardInterrupt):
+                try:
+                    client.create("z" * (20 << 20))
+                finally:
+                    interrupter.join()
+            client._transport.send = send
+            deadline = time.monotonic() + 30
+            while True:  # the destroy is sent when the create's answer arrives
+                try:
+                    client.call("stats", sandbox="s1")
+                except rlm_sandbox.NoSuchSandbox:
+                    break
+                self.assertLess(time.monotonic(), deadline, "the interrupted create's sandbox was not destroyed")
+                time.sleep(0.01)
+            self.assertEqual(client.create("ok").id, "s2")
+        finally:
+            client.close()
+
     def test_callback_using_its_own_sandbox_is_refused(self):
         def ask(prompt):
             return str(sb.get_variable("context"))

@@ -80,11 +80,14 @@ class Result:
 
 
 class _Pending:
-    __slots__ = ("done", "response")
+    __slots__ = ("done", "response", "late")
 
     def __init__(self) -> None:
         self.done = threading.Event()
         self.response: dict | None = None
+        # Called on the reader thread with the response of a request whose
+        # caller is gone (a create interrupted by Ctrl-C).
+        self.late: Callable[[dict], None] | None = None
 
 
 class _Route:
@@ -363,11 +366,19 @@ class Client:
 
         try:
             self._send_data(data, before)
+        except KeyboardInterrupt:  # after the whole request was written
+            self._abandon(method, request_id, pending)
+            raise
         except BaseException:
             with self._lock:
                 self._pending.pop(request_id, None)
             raise
-        if not pending.done.wait(timeout):
+        try:
+            answered = pending.done.wait(timeout)
+        except BaseException:  # Ctrl-C while waiting
+            self._abandon(method, request_id, pending)
+            raise
+        if not answered:
             with self._lock:
                 self._pending.pop(request_id, None)
             raise TimeoutError("no answer to %s within %s s" % (method, timeout))
@@ -414,6 +425,25 @@ class Client:
     def _send(self, message: dict) -> None:
         self._send_data(_encode(message))
 
+    def _abandon(self, method: str, request_id: int, pending: _Pending) -> None:
+        """Forget a request the caller no longer waits for. The server may
+        still carry it out: a sandbox it creates is destroyed as soon as
+        the answer says which, rather than left without a handle."""
+        with self._lock:
+            if method != "create" or self._gone is not None or pending.done.is_set():
+                self._pending.pop(request_id, None)
+                response = pending.response if method == "create" else None
+            else:
+                response = None
+                pending.late = self._destroy_created
+        if response is not None:
+            self._destroy_created(response)
+
+    def _destroy_created(self, response: dict) -> None:
+        result = response.get("result")
+        if isinstance(result, dict) and isinstance(result.get("sandbox"), str):
+            self._notify_destroy(result["sandbox"])
+
     def _send_data(self, data: bytes, before: Callable[[], None] | None = None) -> None:
         """Write one encoded message. On the main thread, a large one is
         written by a thread of its own, so that a KeyboardInterrupt
@@ -435,9 +465,17 @@ class Client:
                 done.set()
 
         threading.Thread(target=write, name="rlm-sandbox-writer", daemon=True).start()
-        done.wait()
+        interrupted: BaseException | None = None
+        while True:
+            try:
+                done.wait()
+                break
+            except BaseException as e:  # Ctrl-C: raised once the message is whole
+                interrupted = e
         if failure:
             raise failure[0]
+        if interrupted is not None:
+            raise interrupted
 
     def _write(self, data: bytes, before: Callable[[], None] | None = None) -> None:
         with self._write_lock:
@@ -539,6 +577,8 @@ class Client:
             if pending is not None:
                 pending.response = message
                 pending.done.set()
+                if pending.late is not None:
+                    pending.late(message)
             return
         params = message.get("params") or {}
         if "id" in message:  # a bridge request: answer it on its own thread
