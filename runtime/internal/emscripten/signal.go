@@ -9,8 +9,9 @@ import (
 )
 
 // _Py_CheckEmscriptenSignals_Helper() is called by CPython about every 50
-// bytecodes (less often in long runs: see SetSignalCheck). It returns the pending signal number and clears it in one atomic
-// swap: a load followed by a store could lose a signal stored in between.
+// bytecodes (less often in long runs: see SetSignalCheck). It returns the
+// pending signal number and clears it in one atomic swap: a load followed
+// by a store could lose a signal stored in between.
 func (h *Host) checkSignals(_ context.Context, _ api.Module, stack []uint64) {
 	if h.killed.Load() {
 		panic(ErrKilled)
