@@ -190,9 +190,9 @@ func (w *writer) value(v any, depth int) error {
 	case []any:
 		return w.list(len(x), func(i int) any { return x[i] }, depth)
 	case Set:
-		return w.set(x, depth)
+		return w.arrayExt(ExtSet, x, depth)
 	case Tuple:
-		return w.tuple(x, depth)
+		return w.arrayExt(ExtTuple, x, depth)
 	case map[string]any:
 		return w.stringMap(x, depth)
 	case Dict:
@@ -248,29 +248,17 @@ func (w *writer) complex(c complex128) {
 	w.ext(ExtComplex, payload[:])
 }
 
-// set appends s as ExtSet.
-func (w *writer) set(s Set, depth int) error {
+// arrayExt appends xs as an extension of type typ whose payload is a
+// msgpack array of them (ExtSet, ExtTuple).
+func (w *writer) arrayExt(typ int8, xs []any, depth int) error {
 	var inner writer
-	if err := inner.list(len(s), func(i int) any { return s[i] }, depth); err != nil {
+	if err := inner.list(len(xs), func(i int) any { return xs[i] }, depth); err != nil {
 		return err
 	}
 	if len(inner.b) > MaxFrameSize {
 		return frameTooLarge(len(inner.b))
 	}
-	w.ext(ExtSet, inner.b)
-	return nil
-}
-
-// tuple appends t as ExtTuple.
-func (w *writer) tuple(t Tuple, depth int) error {
-	var inner writer
-	if err := inner.list(len(t), func(i int) any { return t[i] }, depth); err != nil {
-		return err
-	}
-	if len(inner.b) > MaxFrameSize {
-		return frameTooLarge(len(inner.b))
-	}
-	w.ext(ExtTuple, inner.b)
+	w.ext(typ, inner.b)
 	return nil
 }
 
