@@ -194,7 +194,7 @@ var ErrDead = errors.New("runtime: interpreter is no longer usable")
 // frees by the depth of the machine stack).
 var errStackOverflow = errors.New("the interpreter's native stack overflowed (400 MB), and the interpreter stopped where it was: " +
 	"a recursion in C that CPython does not bound here, such as freeing a chain of hundreds of thousands of nested objects at once, " +
-	"or a recursion limit raised past about 400,000 (less for a recursion through C, such as an lru_cache'd function: about 20,000)")
+	"or a recursion limit raised past about 400,000 (less for a recursion through C, such as an lru_cache'd function: about 10,000)")
 
 // New compiles Pyodide (once per process, from the on-disk cache when warm),
 // instantiates a fresh interpreter and boots CPython.

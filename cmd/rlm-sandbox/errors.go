@@ -145,7 +145,7 @@ func hint(err error) string {
 		if strings.Contains(err.Error(), "native stack overflowed") {
 			return "the sandbox's interpreter is gone and everything it held with it; the same code fails the same way: " +
 				"let go of very deep structures a level at a time, keep sys.setrecursionlimit well below 400,000, " +
-				"and a recursion that goes through C (an lru_cache'd function, a key= function) below about 20,000 levels"
+				"and a recursion that goes through C (an lru_cache'd function, a key= function) below about 10,000 levels"
 		}
 		return "the sandbox's interpreter is gone and everything it held with it; run the code again " +
 			"(with --direct if rlm-worker keeps failing)"
