@@ -127,7 +127,9 @@ func (d *bridgeDevice) serve(body []byte) []byte {
 		for i := range calls {
 			all[i] = args(i)
 		}
+		start := time.Now()
 		rs, es := d.batch(ctx, method, all)
+		in.host.AddIdle(time.Since(start))
 		for i := range values {
 			switch {
 			case i < len(es) && es[i] != nil:
@@ -199,7 +201,9 @@ func (d *bridgeDevice) one(method string, args []any) (r any, err error, ok bool
 	ctx := in.bridgeCtx()
 	in.bridgeCalls++
 	if d.inline {
+		start := time.Now()
 		r, err = d.fn(ctx, method, args)
+		in.host.AddIdle(time.Since(start))
 		if in.interrupted() {
 			in.endBridgeCtx()
 			return nil, nil, false
@@ -333,6 +337,8 @@ func (in *Interpreter) interrupted() bool {
 // call the model takes seconds to answer costs no wake-ups meanwhile (with
 // an InterruptSource that can wake a waiter).
 func (in *Interpreter) waitBridge(call func()) bool {
+	start := time.Now()
+	defer func() { in.host.AddIdle(time.Since(start)) }()
 	r := in.runner
 	if r == nil {
 		r = newBridgeRunner(in.killCtx)

@@ -192,3 +192,24 @@ func TestBrokenImportsDoNotBreakReports(t *testing.T) {
 		}
 	})
 }
+
+// TestProcessTimeLeavesOutWaits: time.process_time() is the code's CPU
+// time, so a sleep and a wait for an llm_query answer do not count
+// (they did: the CPU clocks were the monotonic clock); busy work does.
+func TestProcessTimeLeavesOutWaits(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{OnLLMQuery: func(ctx context.Context, prompt string) (string, error) {
+			select { // the slow model the test is about
+			case <-time.After(300 * time.Millisecond):
+			case <-ctx.Done():
+			}
+			return "ok", nil
+		}}, "")
+		ce := exec(t, sb, "import time\nc0 = time.process_time()\ntime.sleep(0.3)\nllm_query('q')\nwaited = time.process_time() - c0\n"+
+			"c0 = time.process_time()\nt0 = time.monotonic()\nwhile time.monotonic() - t0 < 0.05: pass\nbusy = time.process_time() - c0\n"+
+			"print(waited < 0.3, busy > 0.04)")
+		if ce.Stdout != "True True\n" {
+			t.Fatalf("stdout %q (error %q): want the waits left out and the busy loop counted", ce.Stdout, ce.Error)
+		}
+	})
+}

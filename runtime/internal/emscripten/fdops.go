@@ -400,7 +400,9 @@ func (h *Host) poll(ctx context.Context, mod api.Module, stack []uint64) {
 // sleep waits for d (forever if d < 0) and reports whether it completed;
 // it returns false as soon as an interrupt is pending or ctx is done.
 func (h *Host) sleep(ctx context.Context, d time.Duration) bool {
-	deadline := time.Now().Add(d)
+	start := time.Now()
+	defer func() { h.AddIdle(time.Since(start)) }()
+	deadline := start.Add(d)
 	for {
 		if h.killed.Load() {
 			panic(ErrKilled)

@@ -59,7 +59,8 @@ type Host struct {
 	stdout, stderr atomic.Pointer[io.Writer]
 	killed         atomic.Bool
 	delivered      atomic.Int64
-	checked        func() // see SetSignalCheck
+	idle           atomic.Int64 // ns the guest spent waiting in the host (AddIdle)
+	checked        func()       // see SetSignalCheck
 
 	iov [][]byte // the buffers of the guest's current read or write (rw)
 
@@ -119,6 +120,10 @@ func (h *Host) SetCwd(dir string) { h.cwd = dir }
 
 // SetArityCache tells the trampoline import where its byte cache lives.
 func (h *Host) SetArityCache(addr, n uint32) { h.arityCache, h.arityLen = addr, n }
+
+// AddIdle adds d to the time the guest spent waiting in the host (a
+// sleep, a poll, a bridge call), which its CPU-time clocks leave out.
+func (h *Host) AddIdle(d time.Duration) { h.idle.Add(int64(d)) }
 
 // SetSignalCheck sets f to be called, on the guest's goroutine, by each
 // of CPython's periodic signal checks that finds no signal pending. The

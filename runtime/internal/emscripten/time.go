@@ -21,8 +21,10 @@ func (h *Host) clockTimeGet(_ context.Context, mod api.Module, stack []uint64) {
 	switch u32(stack[0]) {
 	case clockRealtime:
 		ns = h.cfg.Now().UnixNano()
-	case clockMonotonic, 2, 3: // process and thread CPU clocks: monotonic too
+	case clockMonotonic:
 		ns = int64(h.monotonic())
+	case 2, 3: // the process's and the thread's CPU time: the guest's time less its waits in the host
+		ns = int64(h.monotonic()) - h.idle.Load()
 	default:
 		stack[0] = wasiErr(EINVAL)
 		return
