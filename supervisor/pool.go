@@ -94,8 +94,12 @@ func (p *Pool) start() (backend, bool) {
 
 // Get returns a started sandbox that nobody has used; call Initialize on
 // it, as after New, and Destroy it when done. When none is ready, Get
-// starts one itself, so it never takes longer than New.
+// starts one itself, so it never takes longer than New. A ctx already done
+// is an error (ErrCanceled), even with a sandbox ready.
 func (p *Pool) Get(ctx context.Context) (Sandbox, error) {
+	if err := startCanceled(ctx); err != nil {
+		return nil, err
+	}
 	for {
 		select {
 		case m := <-p.ready:

@@ -53,6 +53,9 @@ func start(ctx context.Context, cfg Config) (backend, error) {
 	if err := runtime.CheckMemoryLimit(cfg.MemoryLimit); err != nil {
 		return nil, fmt.Errorf("supervisor: Config.MemoryLimit: %w", err)
 	}
+	if err := startCanceled(ctx); err != nil {
+		return nil, err // as in worker mode, whose start waits on ctx; direct mode's did not look
+	}
 	if cfg.UseWorker == WorkerNever {
 		return newDirect(ctx, cfg, "UseWorker is never")
 	}
@@ -67,3 +70,20 @@ func start(ctx context.Context, cfg Config) (backend, error) {
 	cfg.Logger.Warn("worker unavailable; running in-process", "err", err)
 	return newDirect(ctx, cfg, fmt.Sprintf("worker unavailable (%v)", err))
 }
+
+// startCanceled is the error of starting a sandbox (or handing one out)
+// under a context that is already done, or nil.
+func startCanceled(ctx context.Context) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	return canceledStart{context.Cause(ctx)}
+}
+
+// canceledStart is startCanceled's error: it matches ErrCanceled and the
+// context's error, and says what was cancelled (ErrCanceled's text says
+// "execution").
+type canceledStart struct{ cause error }
+
+func (e canceledStart) Error() string   { return "supervisor: start a sandbox: canceled: " + e.cause.Error() }
+func (e canceledStart) Unwrap() []error { return []error{ErrCanceled, e.cause} }

@@ -131,3 +131,30 @@ func TestPool(t *testing.T) {
 		t.Fatalf("Get after Close: %v", err)
 	}
 }
+
+// TestStartWithContextDone: New, in both modes, and Pool.Get, even with a
+// sandbox ready, refuse a context that is already done (direct mode used
+// to start a sandbox all the same, and Get to hand one out).
+func TestStartWithContextDone(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb, err := supervisor.New(ctx, m.cfg(supervisor.Config{}))
+		if err == nil {
+			sb.Destroy()
+		}
+		if !errors.Is(err, supervisor.ErrCanceled) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("New: err = %v, want ErrCanceled wrapping context.Canceled", err)
+		}
+	})
+	p := supervisor.NewPool(directMode.cfg(supervisor.Config{}), 1)
+	defer p.Close()
+	waitFor(t, "the pool fills", func() bool { return p.Idle() == 1 })
+	sb, err := p.Get(ctx)
+	if err == nil {
+		sb.Destroy()
+	}
+	if !errors.Is(err, supervisor.ErrCanceled) || p.Idle() != 1 {
+		t.Fatalf("Get: err = %v, idle %d: want ErrCanceled and the ready sandbox kept", err, p.Idle())
+	}
+}
