@@ -85,5 +85,7 @@ func startCanceled(ctx context.Context) error {
 // "execution").
 type canceledStart struct{ cause error }
 
-func (e canceledStart) Error() string   { return "supervisor: start a sandbox: canceled: " + e.cause.Error() }
+func (e canceledStart) Error() string {
+	return "supervisor: start a sandbox: canceled: " + e.cause.Error()
+}
 func (e canceledStart) Unwrap() []error { return []error{ErrCanceled, e.cause} }
