@@ -88,7 +88,7 @@ func TestCancelLongRun(t *testing.T) {
 		exec(t, sb, "counter = 1")
 		ch := make(chan result, 1)
 		go func() {
-			ce, err := sb.Execute(context.Background(), "s = 'a' * 10_000_000\nfor _ in range(100_000): pass\n"+
+			ce, err := sb.Execute(context.Background(), "s = 'a' * 10_000_000\ni = -1\nfor _ in range(100_000): pass\n"+
 				"import os; os.write(1, b'slow\\n')\nfor i in range(2_000): s.count('z')")
 			ch <- result{ce, err}
 		}()
