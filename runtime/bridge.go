@@ -68,7 +68,9 @@ func (d *bridgeDevice) Write(p []byte) (int, vfs.Errno) {
 	}
 	body := d.req[8 : 8+n]
 	d.req = nil
+	start := time.Now()
 	reply := d.serve(body)
+	d.in.host.AddIdle(time.Since(start)) // the guest waited: not its CPU time
 	b := binary.LittleEndian.AppendUint64(d.unread[:0], uint64(len(reply)))
 	d.unread = append(b, reply...)
 	return len(p), vfs.ESUCCESS
@@ -127,9 +129,7 @@ func (d *bridgeDevice) serve(body []byte) []byte {
 		for i := range calls {
 			all[i] = args(i)
 		}
-		start := time.Now()
 		rs, es := d.batch(ctx, method, all)
-		in.host.AddIdle(time.Since(start))
 		for i := range values {
 			switch {
 			case i < len(es) && es[i] != nil:
@@ -201,9 +201,7 @@ func (d *bridgeDevice) one(method string, args []any) (r any, err error, ok bool
 	ctx := in.bridgeCtx()
 	in.bridgeCalls++
 	if d.inline {
-		start := time.Now()
 		r, err = d.fn(ctx, method, args)
-		in.host.AddIdle(time.Since(start))
 		if in.interrupted() {
 			in.endBridgeCtx()
 			return nil, nil, false
@@ -268,7 +266,9 @@ type llmDevice struct {
 }
 
 func (d *llmDevice) Write(p []byte) (int, vfs.Errno) {
+	start := time.Now()
 	r, err, ok := d.b.one("llm_query", []any{string(p)})
+	d.b.in.host.AddIdle(time.Since(start)) // the guest waited: not its CPU time
 	if cap(d.buf) > 1<<20 {
 		d.buf = nil
 	}
@@ -337,8 +337,6 @@ func (in *Interpreter) interrupted() bool {
 // call the model takes seconds to answer costs no wake-ups meanwhile (with
 // an InterruptSource that can wake a waiter).
 func (in *Interpreter) waitBridge(call func()) bool {
-	start := time.Now()
-	defer func() { in.host.AddIdle(time.Since(start)) }()
 	r := in.runner
 	if r == nil {
 		r = newBridgeRunner(in.killCtx)
