@@ -7,14 +7,16 @@
 //   node scripts/node-cpu-bench.mjs PYODIDE_DIR CONTEXT_FILE -
 //
 // SPEC_FILE is JSON: {"rows": [{"name", "setup", "op"}], "runs": N,
-// "steps": [{"name", "code"}], "iterations": M}; rows or steps may be null
+// "steps": [{"name", "code"}], "iterations": M, "no_warm": B}; rows or
+// steps may be null
 // (the Go benchmark runs the steps in an interpreter of their own). With
 // "-", specs come from standard input, one JSON object per line, and each
 // gets its answer line in turn, from the same interpreter until the input
 // ends (the Go benchmark sends each CPU row right after running it). Each
 // row's op runs once to warm up, then N times, each timed in Python with
 // time.perf_counter as the Go benchmark does. The steps run once to warm
-// up, then M times in order, each timed around runPython (no process
+// up (unless no_warm: the Go benchmark sends one iteration at a time,
+// alternating with its own), then M times in order, each timed around runPython (no process
 // boundary: Node's figure is the lower bound of a Node worker's).
 // llm_query_batched answers at once, as the Go benchmark's callback does.
 // Prints one JSON object per spec, on a line: {"rows": {name: [ms, ...]},
@@ -72,7 +74,7 @@ function runSpec(spec) {
     out.rows[row.name] = times;
   }
   for (const s of steps) {
-    run(s.name, s.code);
+    if (!spec.no_warm) run(s.name, s.code);
     out.steps[s.name] = [];
   }
   for (let i = 0; i < (spec.iterations ?? 0); i++) {

@@ -171,11 +171,12 @@ var rlmSteps = []struct{ name, code string }{
 // llm_query is answered by a Go callback at once, all 40 concurrently.
 //
 // The worker's figures are compared with Node + Pyodide's for the same
-// run: right after the worker's iterations, a new Node interpreter gets
-// the context, runs the steps once to warm up and then b.N times, as the
-// new sandbox did (nodeSteps). The heap a step finds and the time it runs
-// at move its figure: the word counts get slower over the iterations in
-// both engines, and this machine's speed drifts by 10% over minutes.
+// run: a Node interpreter of its own gets the context and runs the steps
+// once to warm up, as the new sandbox does, and then its iterations
+// alternate with the worker's, one each in turn. The heap a step finds and
+// the time it runs at move its figure: the word counts get slower over the
+// iterations in both engines, and this machine's speed drifts by 10% over
+// minutes, so each engine's i-th iteration runs next to the other's.
 func BenchmarkRLMIteration(b *testing.B) {
 	text := cpuContext()
 	// A worker and direct mode, or only direct-patched (benchmode.All).
@@ -199,6 +200,20 @@ func BenchmarkRLMIteration(b *testing.B) {
 			for _, s := range rlmSteps { // warm: imports, first-use paths
 				benchExec(b, sb, s.code)
 			}
+			// Node alongside, for the worker (b.N == 1: the framework's probe).
+			var node *nodeSession
+			var steps []nodeStep
+			nodeTimes := map[string][]float64{}
+			if m.Name == "worker" && b.N >= 2 {
+				b.StopTimer()
+				node = startNode(b, text)
+				defer node.close()
+				for _, s := range rlmSteps {
+					steps = append(steps, nodeStep{s.name, s.code})
+				}
+				node.run(b, nodeSpec{Steps: steps}) // warm, as above
+				b.StartTimer()
+			}
 			times := make([][]time.Duration, len(rlmSteps))
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -210,6 +225,14 @@ func BenchmarkRLMIteration(b *testing.B) {
 						b.Fatalf("step %s printed nothing", s.name)
 					}
 				}
+				if node != nil {
+					b.StopTimer()
+					f := node.run(b, nodeSpec{Steps: steps, Iterations: 1, NoWarm: true})
+					for name, ms := range f.Steps {
+						nodeTimes[name] = append(nodeTimes[name], ms...)
+					}
+					b.StartTimer()
+				}
 			}
 			b.StopTimer()
 			var total float64
@@ -220,13 +243,10 @@ func BenchmarkRLMIteration(b *testing.B) {
 				b.ReportMetric(med, "ms-"+s.name)
 			}
 			b.ReportMetric(total, "ms-total")
-			if m.Name != "worker" || b.N < 2 { // b.N == 1: the framework's probe
-				return
-			}
-			if node := nodeSteps(b, text, b.N); node != nil {
+			if node != nil {
 				var nodeTotal float64
 				for _, s := range rlmSteps {
-					med := median(node.Steps[s.name])
+					med := median(nodeTimes[s.name])
 					nodeTotal += med
 					b.ReportMetric(med, "node-ms-"+s.name)
 				}
@@ -284,23 +304,13 @@ func nativeBench(b *testing.B, text string) *nodeFigures {
 	return nativeResults
 }
 
-// nodeSteps runs rlmSteps under Node, in an interpreter of its own, once to
-// warm up and then iterations times, and returns their figures; nil
-// (logged once, by nodeScript) when Node or the Pyodide package is missing.
-func nodeSteps(b *testing.B, text string, iterations int) *nodeFigures {
-	spec := nodeSpec{Iterations: iterations}
-	for _, s := range rlmSteps {
-		spec.Steps = append(spec.Steps, nodeStep{s.name, s.code})
-	}
-	return runNode(b, text, spec)
-}
-
 // nodeSpec is what scripts/node-cpu-bench.mjs runs.
 type nodeSpec struct {
 	Rows       []nodeRow  `json:"rows"`
 	Runs       int        `json:"runs"`
 	Steps      []nodeStep `json:"steps"`
 	Iterations int        `json:"iterations"`
+	NoWarm     bool       `json:"no_warm"`
 }
 
 type nodeRow struct {
@@ -344,23 +354,6 @@ func nodeCommand(node, dir string, args ...string) *osexec.Cmd {
 	cmd := osexec.Command(node, append([]string{filepath.Join("..", "scripts", "node-cpu-bench.mjs"), dir}, args...)...)
 	cmd.Stderr = os.Stderr
 	return cmd
-}
-
-// runNode runs spec under Node + Pyodide on text, in an interpreter of its
-// own, and returns its figures, or nil when Node or the Pyodide package
-// is missing.
-func runNode(b *testing.B, text string, spec nodeSpec) *nodeFigures {
-	node, dir, ok := nodeScript(b)
-	if !ok {
-		return nil
-	}
-	ctxFile, specFile := benchFiles(b, text, spec)
-	defer os.RemoveAll(filepath.Dir(ctxFile))
-	out, err := nodeCommand(node, dir, ctxFile, specFile).Output()
-	if err != nil {
-		b.Fatalf("node-cpu-bench.mjs: %v", err)
-	}
-	return nodeOutput(b, out)
 }
 
 // nodeOutput decodes the figures node-cpu-bench.mjs printed.
