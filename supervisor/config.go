@@ -165,26 +165,32 @@ type Config struct {
 	// false.
 	NoSnapshot bool
 	// OnStdout and OnStderr, when set, receive each line Python writes, as
-	// it is written (without the newline). They are called from one
-	// goroutine at a time per stream, in order; a very long line arrives in
+	// it is written (without the newline). A very long line arrives in
 	// pieces of at most 64 KiB. A callback that panics is logged and gets
-	// no more lines of that execution. The output callbacks (and Stdout,
-	// Stderr) run on the execution's path: keep them quick, or hand the
-	// lines off. The code waits for a slow one, which counts against
-	// Timeout, and once the execution is stopped against GracePeriod,
-	// whose end kills the interpreter; but Execute returns only after the
-	// callbacks have had every line written before that (in worker mode,
-	// a slow callback can so hold Execute's return well past Timeout), and
-	// a callback that never returns keeps Execute from returning at all:
-	// neither the context, Cancel nor Destroy can end a call in progress
-	// in the caller's own code.
+	// no more lines of that execution.
+	//
+	// The output callbacks (these and Stdout, Stderr) of an execution run
+	// on a goroutine of its own, one call at a time, in the order the code
+	// wrote, both streams together. The code may write up to 1 MiB ahead
+	// of them; past that its writes wait, so a slow callback slows the
+	// code, and the wait counts against Timeout. A bridge call (llm_query,
+	// rlm_query) waits until the callbacks have had what the code wrote
+	// before it. Execute returns once they have had every line, unless the
+	// execution is stopped (Timeout, WallTimeout, its context, Cancel) or
+	// the sandbox destroyed first: then the lines not yet handed to them
+	// are dropped (CodeExecution keeps them all the same), and a call in
+	// progress is no longer waited for: it runs on, and gets nothing more.
+	// An execution whose code returned before its context ended, or Cancel
+	// or Destroy came, but whose callbacks had not had every line then,
+	// returns its CodeExecution with an error matching ErrCanceled or
+	// ErrDestroyed.
 	OnStdout, OnStderr func(line string)
 	// Stdout and Stderr, when set, receive what Python writes to
 	// sys.stdout and sys.stderr byte for byte, in order, as it is written
 	// (a worker sends writes on within a millisecond, several at a time):
 	// for a caller that passes the output on as it is, where OnStdout's
 	// lines would lose a missing last newline and split a line longer
-	// than 64 KiB. Each is written from one goroutine at a time; a Write
+	// than 64 KiB. They are called as OnStdout is (see there); a Write
 	// that fails or panics ends that stream's writes for the execution (a
 	// panic is logged). They do not count against MaxOutputLength, and
 	// do not change what the CodeExecution keeps or what OnStdout gets.

@@ -26,7 +26,8 @@ type direct struct {
 	inited  atomic.Bool
 	bridges *bridges
 	started time.Time
-	running atomic.Pointer[run] // the Execute in progress, if any
+	running atomic.Pointer[run]  // the Execute in progress, if any
+	output  atomic.Pointer[pump] // its output callbacks' pump, until they are done
 
 	mu     sync.Mutex
 	dead   error
@@ -157,7 +158,7 @@ func (d *direct) GetVariable(ctx context.Context, name string) (any, bool, error
 // time limit interrupt it, and an interpreter that ignores the interrupt
 // is killed after GracePeriod.
 func (d *direct) underRun(ctx context.Context, what string, f func() error) error {
-	r := newRun(ctx, valueRunConfig(d.cfg), d.runHooks())
+	r := newRun(ctx, valueRunConfig(d.cfg), d.runHooks(), nil)
 	d.running.Store(r)
 	err := f()
 	d.running.Store(nil)
@@ -195,9 +196,11 @@ func (d *direct) execute(ctx context.Context, code string, interactive bool) (*C
 	if !d.inited.Load() {
 		return nil, ErrNotInitialized
 	}
-	stdout := newCollector(d.cfg.MaxOutputLength, guardLine(d.cfg.Logger, "OnStdout", d.cfg.OnStdout), guardWriter(d.cfg.Logger, "Stdout", d.cfg.Stdout))
-	stderr := newCollector(d.cfg.MaxOutputLength, guardLine(d.cfg.Logger, "OnStderr", d.cfg.OnStderr), guardWriter(d.cfg.Logger, "Stderr", d.cfg.Stderr))
-	r := newRun(ctx, d.cfg, d.runHooks())
+	streams, pump := newStreams(d.cfg)
+	stdout, stderr := streams.stdout, streams.stderr
+	d.output.Store(pump)
+	defer d.output.Store(nil)
+	r := newRun(ctx, d.cfg, d.runHooks(), pump)
 	d.running.Store(r)
 	// The interpreter runs under a context that is never cancelled: the
 	// run raises the interrupt itself, and cancels the bridge callbacks'
@@ -217,9 +220,11 @@ func (d *direct) execute(ctx context.Context, code string, interactive bool) (*C
 		// pending: it must not hit the next call.
 		d.intr.Swap(0)
 	}
-	ce := &CodeExecution{Code: code, Duration: time.Since(r.start), PythonDuration: r.clock.stop()}
+	ce := &CodeExecution{Code: code, PythonDuration: r.clock.stop()}
 	ce.BridgeCalls = int(r.calls.Load())
 	ce.Stdout, ce.Stderr = stdout.String(), stderr.String()
+	outErr := awaitOutput(ctx, pump)
+	ce.Duration = time.Since(r.start)
 	ce.Truncated = stdout.truncated() || stderr.truncated()
 	if res != nil && res.Error != nil {
 		ce.setError(res.Error.Error(), res.Error.Type, res.Error.Traceback, d.cfg.MaxOutputLength)
@@ -238,7 +243,10 @@ func (d *direct) execute(ctx context.Context, code string, interactive bool) (*C
 		}
 		return ce, d.fail("execute", err)
 	}
-	return stoppedExecution(ce, why), why
+	if why != nil {
+		return stoppedExecution(ce, why), why
+	}
+	return ce, outErr
 }
 
 // interrupt raises KeyboardInterrupt in the running code.
@@ -323,6 +331,7 @@ func (d *direct) Cancel() {
 	if r := d.running.Load(); r != nil {
 		r.stop(ErrCanceled)
 	}
+	d.output.Load().abandon(ErrCanceled) // the code has returned; its output callbacks may not have
 }
 
 func (d *direct) Destroy() error {
@@ -333,6 +342,7 @@ func (d *direct) Destroy() error {
 	}
 	d.closed = true
 	d.mu.Unlock()
+	d.output.Load().abandon(ErrDestroyed)
 	if d.running.Load() != nil {
 		// The code may be in a call in C, which nothing preempts here:
 		// the interpreter is closed when the call returns, not waited for.

@@ -288,7 +288,7 @@ func guardWriter(log *slog.Logger, name string, w io.Writer) func(string) {
 	if w == nil {
 		return nil
 	}
-	broken := false // the collector calls onWrite under its lock
+	broken := false // called one call at a time (the collector's lock, or its pump)
 	return func(s string) {
 		if broken || s == "" {
 			return

@@ -15,6 +15,7 @@ import (
 // and no hand-off between goroutines.
 type run struct {
 	runHooks
+	out     *pump // the execution's output callbacks, or nil
 	grace   time.Duration
 	clock   *pyClock
 	calls   atomic.Int64
@@ -72,9 +73,10 @@ type runHooks struct {
 	waitTaken bool
 }
 
-// newRun starts the clocks of an execution, whose interpreter h acts on.
-func newRun(ctx context.Context, cfg Config, h runHooks) *run {
-	r := &run{runHooks: h, grace: cfg.GracePeriod}
+// newRun starts the clocks of an execution, whose interpreter h acts on
+// and whose output callbacks run on out (nil: none, or not an execution).
+func newRun(ctx context.Context, cfg Config, h runHooks, out *pump) *run {
+	r := &run{runHooks: h, out: out, grace: cfg.GracePeriod}
 	r.clock = newPyClock(cfg.Timeout, func() {
 		r.stop(fmt.Errorf("%w (ran Python for %v)", ErrTimeout, cfg.Timeout))
 	})
@@ -91,9 +93,11 @@ func newRun(ctx context.Context, cfg Config, h runHooks) *run {
 }
 
 // stop ends the run for a reason (the first one counts): it raises the
-// interrupt, then cancels the bridge callbacks, so that a callback that
-// returns its ctx.Err() at once is still reported as an interrupt, and
-// kills the interpreter if the code has not returned GracePeriod later.
+// interrupt, abandons the output callbacks (a write waiting for them
+// would keep the code from taking it), then cancels the bridge callbacks,
+// so that a callback that returns its ctx.Err() at once is still reported
+// as an interrupt, and kills the interpreter if the code has not returned
+// GracePeriod later.
 func (r *run) stop(why error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -102,6 +106,7 @@ func (r *run) stop(why error) {
 	}
 	r.why = why
 	r.interrupt()
+	r.out.abandon(why)
 	if r.cancel != nil {
 		r.cancel()
 	}

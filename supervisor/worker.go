@@ -46,7 +46,8 @@ type workerSandbox struct {
 	// the calls of a batch.
 	bridges   *bridges
 	answerers *answerers
-	running   atomic.Pointer[run] // the Execute in progress, if any
+	running   atomic.Pointer[run]  // the Execute in progress, if any
+	output    atomic.Pointer[pump] // its output callbacks' pump, until they are done
 	// turn is signalled when the caller reading the frames stops.
 	turn chan struct{}
 	// stageFile carries large values to the worker (see stage), or is nil.
@@ -70,8 +71,6 @@ type workerSandbox struct {
 	exited chan struct{} // closed once the process has been reaped
 	exit   error         // how it ended; read after exited is closed
 }
-
-type execStreams struct{ stdout, stderr *outputCollector }
 
 // findWorker locates the rlm-worker binary: cfg.WorkerPath, else
 // $RLM_WORKER, else next to the running executable, else $PATH. named is
@@ -617,7 +616,7 @@ func (s *workerSandbox) SetVariable(ctx context.Context, name string, value any)
 // and the time limit interrupt it, and a worker that ignores the
 // interrupt is killed after GracePeriod.
 func (s *workerSandbox) callRun(ctx context.Context, what string, kind ipc.Kind, body any) (ipc.Message, error) {
-	r := newRun(ctx, valueRunConfig(s.cfg), s.runHooks())
+	r := newRun(ctx, valueRunConfig(s.cfg), s.runHooks(), nil)
 	o := s.runRequest(r, kind, body, nil)
 	switch {
 	case o.err != nil:
@@ -730,21 +729,22 @@ func (s *workerSandbox) execute(ctx context.Context, code string, interactive bo
 	if !s.inited.Load() {
 		return nil, ErrNotInitialized
 	}
-	streams := &execStreams{
-		stdout: newCollector(s.cfg.MaxOutputLength, guardLine(s.cfg.Logger, "OnStdout", s.cfg.OnStdout), guardWriter(s.cfg.Logger, "Stdout", s.cfg.Stdout)),
-		stderr: newCollector(s.cfg.MaxOutputLength, guardLine(s.cfg.Logger, "OnStderr", s.cfg.OnStderr), guardWriter(s.cfg.Logger, "Stderr", s.cfg.Stderr)),
-	}
-	r := newRun(ctx, s.cfg, s.runHooks())
+	streams, out := newStreams(s.cfg)
+	s.output.Store(out)
+	defer s.output.Store(nil)
+	r := newRun(ctx, s.cfg, s.runHooks(), out)
 	o := s.runRequest(r, ipc.KindExecute, ipc.Execute{Code: code, Interactive: interactive}, streams)
 	m, got, why, killed := o.m, o.got, o.why, o.killed
 	if o.err != nil {
+		out.abandon(o.err)
 		return nil, o.err
 	}
 	if killed {
-		return s.execution(code, streams, r, nil), fmt.Errorf("%w (%s, and the worker was killed; the sandbox is dead: %w)", why, r.killReason(), s.deadErr())
+		ce, _ := s.execution(ctx, code, streams, r, nil)
+		return ce, fmt.Errorf("%w (%s, and the worker was killed; the sandbox is dead: %w)", why, r.killReason(), s.deadErr())
 	}
 	if !got {
-		ce := s.execution(code, streams, r, nil)
+		ce, _ := s.execution(ctx, code, streams, r, nil)
 		if why != nil {
 			return ce, fmt.Errorf("%w: %w", why, s.deadErr())
 		}
@@ -757,13 +757,19 @@ func (s *workerSandbox) execute(ctx context.Context, code string, interactive bo
 		if why != nil { // the interrupt is why, whatever came of it
 			err = fmt.Errorf("%w: %w", why, err)
 		}
-		return s.execution(code, streams, r, nil), err
+		ce, _ := s.execution(ctx, code, streams, r, nil)
+		return ce, err
 	}
 	res, ok := m.Body.(ipc.Result)
 	if !ok {
+		out.abandon(ErrProtocol)
 		return nil, fmt.Errorf("%w: %v in reply to execute", ErrProtocol, m.Kind)
 	}
-	return stoppedExecution(s.execution(code, streams, r, &res), why), why
+	ce, outErr := s.execution(ctx, code, streams, r, &res)
+	if why != nil {
+		return stoppedExecution(ce, why), why
+	}
+	return ce, outErr
 }
 
 // interrupt raises KeyboardInterrupt in the running code. A bridge call the
@@ -823,15 +829,19 @@ func (s *workerSandbox) markStubborn() {
 	s.markDead(workerDead(fmt.Sprintf("killed %v after the interrupt", s.cfg.GracePeriod)))
 }
 
-func (s *workerSandbox) execution(code string, st *execStreams, r *run, res *ipc.Result) *CodeExecution {
+// execution is the CodeExecution of the run r, once its output callbacks
+// are done (awaitOutput, whose error it returns).
+func (s *workerSandbox) execution(ctx context.Context, code string, st *execStreams, r *run, res *ipc.Result) (*CodeExecution, error) {
 	python := r.clock.stop()
-	ce := &CodeExecution{Code: code, Stdout: st.stdout.String(), Stderr: st.stderr.String(), Duration: time.Since(r.start), PythonDuration: python}
+	ce := &CodeExecution{Code: code, Stdout: st.stdout.String(), Stderr: st.stderr.String(), PythonDuration: python}
+	outErr := awaitOutput(ctx, r.out)
+	ce.Duration = time.Since(r.start)
 	ce.Truncated = st.stdout.truncated() || st.stderr.truncated()
 	ce.BridgeCalls = int(r.calls.Load())
 	if res != nil {
 		ce.setError(res.Error, res.ErrorType, res.Traceback, s.cfg.MaxOutputLength)
 	}
-	return ce
+	return ce, outErr
 }
 
 func (s *workerSandbox) IsComplete(ctx context.Context, source string) (bool, error) {
@@ -878,6 +888,7 @@ func (s *workerSandbox) Cancel() {
 	if r := s.running.Load(); r != nil {
 		r.stop(ErrCanceled)
 	}
+	s.output.Load().abandon(ErrCanceled) // the code has returned; its output callbacks may not have
 }
 
 func (s *workerSandbox) Destroy() error {
@@ -888,6 +899,7 @@ func (s *workerSandbox) Destroy() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	s.output.Load().abandon(ErrDestroyed)
 	s.kill()
 	return nil
 }

@@ -1,0 +1,222 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// pumpLimit is how many bytes of output the code may write ahead of the
+// output callbacks before its writes wait for them.
+const pumpLimit = 1 << 20
+
+// pump runs an execution's output callbacks (OnStdout, OnStderr, Stdout,
+// Stderr) on a goroutine of their own, in the order the code wrote, so
+// that Execute can stop waiting for a callback that does not return: the
+// callbacks are the caller's code, which nothing can preempt. The code may
+// run up to pumpLimit bytes ahead of them; past that its writes wait, so
+// a slow callback slows the code as it did when the callbacks ran on the
+// code's own path.
+//
+// When the execution is stopped, or the sandbox destroyed, the pump is
+// abandoned: what it holds is dropped, writes no longer wait, and nobody
+// waits for the callback in progress, which runs on, on its goroutine, and
+// gets nothing more. A nil *pump (no callbacks) does nothing.
+type pump struct {
+	mu      sync.Mutex
+	more    sync.Cond // signalled when items come or the pump is abandoned
+	room    sync.Cond // broadcast when items are delivered or the pump is abandoned
+	queue   []pumpItem
+	bytes   int         // of the items queued or being delivered
+	busy    bool        // the goroutine is delivering a batch
+	started bool        // the goroutine runs
+	idle    bool        // the goroutine waits for items
+	gone    error       // why the pump was abandoned, or nil
+	dropped atomic.Bool // gone is set: read by the goroutine between calls
+}
+
+// pumpItem is one call of a callback.
+type pumpItem struct {
+	f func(string)
+	s string
+}
+
+func newPump() *pump {
+	p := &pump{}
+	p.more.L = &p.mu
+	p.room.L = &p.mu
+	return p
+}
+
+// wantsPump reports whether cfg has output callbacks, for which an execution
+// needs a pump.
+func wantsPump(cfg Config) bool {
+	return cfg.OnStdout != nil || cfg.OnStderr != nil || cfg.Stdout != nil || cfg.Stderr != nil
+}
+
+// via returns f made to run on the pump: a call queues s for f. s must be
+// the caller's to give (a collector's lines are); see viaCopy. With a nil
+// pump or f, it returns f.
+func (p *pump) via(f func(string)) func(string) {
+	if p == nil || f == nil {
+		return f
+	}
+	return func(s string) { p.put(f, s) }
+}
+
+// viaCopy is via for a callback whose argument may be a view of a buffer
+// its caller reuses (a collector's chunks): the pump queues a copy.
+func (p *pump) viaCopy(f func(string)) func(string) {
+	if p == nil || f == nil {
+		return f
+	}
+	return func(s string) { p.put(f, strings.Clone(s)) }
+}
+
+// put queues a call of f with s, and waits while the pump holds more than
+// pumpLimit bytes, unless it is abandoned.
+func (p *pump) put(f func(string), s string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gone != nil {
+		return
+	}
+	p.queue = append(p.queue, pumpItem{f, s})
+	p.bytes += len(s)
+	switch {
+	case !p.started:
+		p.started = true
+		go p.deliver()
+	case p.idle:
+		p.more.Signal()
+	}
+	for p.bytes > pumpLimit && p.gone == nil {
+		p.room.Wait()
+	}
+}
+
+// deliver is the pump's goroutine: it runs the queued calls in batches,
+// and returns when the pump is abandoned. It waits for items without a
+// timeout: abandon, which every execution's end calls, wakes it.
+func (p *pump) deliver() {
+	p.mu.Lock()
+	for {
+		for len(p.queue) == 0 && p.gone == nil {
+			p.idle = true
+			p.more.Wait()
+			p.idle = false
+		}
+		if p.gone != nil {
+			p.mu.Unlock()
+			return
+		}
+		batch := p.queue
+		p.queue = nil
+		p.busy = true
+		p.mu.Unlock()
+		n := 0
+		for _, it := range batch {
+			if p.dropped.Load() {
+				break
+			}
+			it.f(it.s)
+			n += len(it.s)
+		}
+		p.mu.Lock()
+		p.busy = false
+		if p.gone == nil {
+			p.bytes -= n
+		}
+		p.room.Broadcast()
+	}
+}
+
+// flush waits until the callbacks have had every call queued so far, or
+// the pump is abandoned, and returns why it was (nil: flushed). The
+// execution's bridge calls flush first: the host sees what the code wrote
+// before a call before it answers the call.
+func (p *pump) flush() error {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for (len(p.queue) > 0 || p.busy) && p.gone == nil {
+		p.room.Wait()
+	}
+	return p.gone
+}
+
+// abandon drops what the pump holds and ends its goroutine once the call
+// in progress returns (at once if there is none), for why (the first
+// reason counts). Writes and flushes waiting for it return.
+func (p *pump) abandon(why error) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gone != nil {
+		return
+	}
+	p.gone = why
+	p.dropped.Store(true)
+	p.queue = nil
+	p.bytes = 0
+	p.more.Broadcast()
+	p.room.Broadcast()
+}
+
+// finish waits until the callbacks have had every call queued, or the
+// pump is abandoned (by stop, which the caller arranges to call when the
+// execution's context is done or the sandbox is destroyed), then ends the
+// pump's goroutine. It returns nil when every call was made, else an error
+// that says the callbacks missed output, wrapping why the pump was
+// abandoned.
+func (p *pump) finish() error {
+	if p == nil {
+		return nil
+	}
+	err := p.flush()
+	p.abandon(errPumpDone)
+	if err != nil {
+		return fmt.Errorf("%w (the output callbacks had not had every line)", err)
+	}
+	return nil
+}
+
+// errPumpDone ends a pump that delivered everything.
+var errPumpDone = fmt.Errorf("supervisor: output delivered")
+
+// execStreams are the collectors of an execution's two output streams.
+type execStreams struct{ stdout, stderr *outputCollector }
+
+// newStreams returns the collectors of an execution's output, whose
+// callbacks run on the returned pump (nil when cfg sets none).
+func newStreams(cfg Config) (*execStreams, *pump) {
+	var p *pump
+	if wantsPump(cfg) {
+		p = newPump()
+	}
+	return &execStreams{
+		stdout: newCollector(cfg.MaxOutputLength, p.via(guardLine(cfg.Logger, "OnStdout", cfg.OnStdout)), p.viaCopy(guardWriter(cfg.Logger, "Stdout", cfg.Stdout))),
+		stderr: newCollector(cfg.MaxOutputLength, p.via(guardLine(cfg.Logger, "OnStderr", cfg.OnStderr)), p.viaCopy(guardWriter(cfg.Logger, "Stderr", cfg.Stderr))),
+	}, p
+}
+
+// awaitOutput waits, once the code has returned and its streams are
+// flushed (outputCollector.String), for the output callbacks to have had
+// every line, unless ctx ends first, or Cancel or Destroy abandons the pump
+// (see pump.finish).
+func awaitOutput(ctx context.Context, p *pump) error {
+	if p == nil {
+		return nil
+	}
+	stop := context.AfterFunc(ctx, func() {
+		p.abandon(fmt.Errorf("%w: %w", ErrCanceled, context.Cause(ctx)))
+	})
+	defer stop()
+	return p.finish()
+}

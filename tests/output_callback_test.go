@@ -1,0 +1,146 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
+)
+
+// stuckCallback is an OnStdout that never returns from the line "block"
+// (until the test ends) and records the other lines.
+type stuckCallback struct {
+	entered chan struct{} // gets a value when the callback blocks
+	release chan struct{}
+	lines   atomic.Int64
+	last    atomic.Value
+}
+
+func newStuckCallback(t *testing.T) *stuckCallback {
+	c := &stuckCallback{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	t.Cleanup(func() { close(c.release) })
+	return c
+}
+
+func (c *stuckCallback) onLine(l string) {
+	if l == "block" {
+		select {
+		case c.entered <- struct{}{}:
+		default:
+		}
+		<-c.release
+		return
+	}
+	c.lines.Add(1)
+	c.last.Store(l)
+}
+
+// executeBounded runs Execute and fails the test if it has not returned
+// within a minute (the bug this guards against is a hang).
+func executeBounded(t *testing.T, ctx context.Context, sb supervisor.Sandbox, code string) (*supervisor.CodeExecution, error) {
+	t.Helper()
+	type result struct {
+		ce  *supervisor.CodeExecution
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ce, err := sb.Execute(ctx, code)
+		done <- result{ce, err}
+	}()
+	select {
+	case r := <-done:
+		return r.ce, r.err
+	case <-time.After(time.Minute):
+		t.Fatalf("Execute(%q) did not return: an output callback that never returns holds it", code)
+		return nil, nil
+	}
+}
+
+// An output callback that never returns cannot keep Execute from
+// returning, whether the code is still writing (held by the callbacks'
+// back-pressure) or has returned: the execution's context, Timeout and
+// Cancel end it, the lines are all in the CodeExecution, and the sandbox
+// (its worker) lives on for the next execution, whose callbacks work.
+func TestStuckOutputCallback(t *testing.T) {
+	// More than the 1 MiB the code may write ahead of its callbacks.
+	const flood = "print('block')\nfor i in range(30_000): print('x' * 99)\nprint('end')"
+	cases := []struct {
+		name    string
+		code    string
+		timeout time.Duration // Config.Timeout
+		ctx     bool          // a context that ends
+		cancel  bool          // Cancel once the callback is stuck
+		want    error
+	}{
+		{"writing, context", flood, 0, true, false, supervisor.ErrCanceled},
+		{"writing, Timeout", flood, time.Second, false, false, supervisor.ErrTimeout},
+		{"writing, Cancel", flood, 0, false, true, supervisor.ErrCanceled},
+		{"returned, context", "print('block')\nprint('end')", 0, true, false, supervisor.ErrCanceled},
+		{"returned, Cancel", "print('block')\nprint('end')", 0, false, true, supervisor.ErrCanceled},
+	}
+	forEachMode(t, func(t *testing.T, m mode) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				cb := newStuckCallback(t)
+				cfg := supervisor.Config{OnStdout: cb.onLine, Timeout: tc.timeout}
+				sb := newSandbox(t, m, cfg, "")
+				pid := sb.Info().PID
+				ctx := context.Background()
+				if tc.ctx {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithCancel(ctx)
+					defer cancel()
+					go func() {
+						<-cb.entered
+						cancel()
+					}()
+				}
+				if tc.cancel {
+					go func() {
+						<-cb.entered
+						sb.Cancel()
+					}()
+				}
+				ce, err := executeBounded(t, ctx, sb, tc.code)
+				if !errors.Is(err, tc.want) {
+					t.Fatalf("Execute: %v, want an error matching %v", err, tc.want)
+				}
+				if ce == nil || !strings.HasPrefix(ce.Stdout, "block\n") {
+					t.Fatalf("CodeExecution %+v", ce)
+				}
+				if strings.HasSuffix(tc.code, "print('end')") && tc.name[:8] == "returned" && ce.Stdout != "block\nend\n" {
+					t.Errorf("Stdout %q, want the code's two lines", ce.Stdout)
+				}
+				// The sandbox is whole, in the same worker, and the next
+				// execution's callbacks get its lines.
+				ce, err = executeBounded(t, context.Background(), sb, "print(6 * 7)")
+				if err != nil || ce.Stdout != "42\n" {
+					t.Fatalf("next Execute: %v, %+v", err, ce)
+				}
+				if got := cb.last.Load(); got != "42" {
+					t.Errorf("the next execution's callback got %v last, want 42", got)
+				}
+				if sb.Info().PID != pid {
+					t.Errorf("worker %d replaced by %d", pid, sb.Info().PID)
+				}
+			})
+		}
+		t.Run("Destroy", func(t *testing.T) {
+			cb := newStuckCallback(t)
+			sb := newSandbox(t, m, supervisor.Config{OnStdout: cb.onLine}, "")
+			go func() {
+				<-cb.entered
+				sb.Destroy()
+			}()
+			_, err := executeBounded(t, context.Background(), sb, flood)
+			if err == nil {
+				t.Fatal("Execute after Destroy: no error")
+			}
+		})
+	})
+}
