@@ -46,9 +46,8 @@ func (b *bridges) call(r *run, method string, args []any) (result any, err error
 	r.calls.Add(1)
 	// What the code wrote before the call reaches the output callbacks
 	// first (Python time: the code waits for them, as for a write).
-	if r.out.flush() != nil {
-		// Abandoned: the execution was stopped, or the sandbox destroyed.
-		return nil, errors.New("interrupted")
+	if !r.out.catchUp() {
+		return nil, errors.New("interrupted") // the execution was stopped
 	}
 	r.clock.enter()
 	defer r.clock.leave()

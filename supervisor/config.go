@@ -175,13 +175,19 @@ type Config struct {
 	// of them; past that its writes wait, so a slow callback slows the
 	// code, and the wait counts against Timeout. A bridge call (llm_query,
 	// rlm_query) waits until the callbacks have had what the code wrote
-	// before it. Execute returns once they have had every line, unless the
-	// execution is stopped (Timeout, WallTimeout, its context, Cancel) or
-	// the sandbox destroyed first: then the lines not yet handed to them
-	// are dropped (CodeExecution keeps them all the same), and a call in
+	// before it. Execute returns once they have had every line.
+	//
+	// When the execution is stopped (Timeout, WallTimeout, its context,
+	// Cancel), writes no longer wait: the callbacks still get what the
+	// code writes while the queue holds less than 1 MiB (what it wrote
+	// before the stop, what it prints as it takes the interrupt), and
+	// none of the rest. They get GracePeriod to catch up, as the code
+	// gets it to return; then, or at once when the sandbox is destroyed
+	// or the context is done, the lines not yet handed to them are
+	// dropped (the CodeExecution keeps them all the same), and a call in
 	// progress is no longer waited for: it runs on, and gets nothing more.
-	// An execution whose code returned before its context ended, or Cancel
-	// or Destroy came, but whose callbacks had not had every line then,
+	// An execution whose code returned, but whose callbacks had not had
+	// every line when its context ended, or Cancel or Destroy came,
 	// returns its CodeExecution with an error matching ErrCanceled or
 	// ErrDestroyed.
 	OnStdout, OnStderr func(line string)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // pumpLimit is how many bytes of output the code may write ahead of the
@@ -20,21 +21,27 @@ const pumpLimit = 1 << 20
 // a slow callback slows the code as it did when the callbacks ran on the
 // code's own path.
 //
-// When the execution is stopped, or the sandbox destroyed, the pump is
-// abandoned: what it holds is dropped, writes no longer wait, and nobody
-// waits for the callback in progress, which runs on, on its goroutine, and
-// gets nothing more. A nil *pump (no callbacks) does nothing.
+// When the execution is stopped, writes no longer wait (the code must be
+// free to take its interrupt): what fits under the limit is still queued,
+// and the rest of the output is dropped. The callbacks get GracePeriod to
+// catch up, as the code gets it to return; then, or when the sandbox is
+// destroyed, the pump is abandoned: what it holds is dropped, and nobody
+// waits for the callback in progress, which runs on, on its goroutine,
+// and gets nothing more. A nil *pump (no callbacks) does nothing.
 type pump struct {
-	mu      sync.Mutex
-	more    sync.Cond // signalled when items come or the pump is abandoned
-	room    sync.Cond // broadcast when items are delivered or the pump is abandoned
-	queue   []pumpItem
-	bytes   int         // of the items queued or being delivered
-	busy    bool        // the goroutine is delivering a batch
-	started bool        // the goroutine runs
-	idle    bool        // the goroutine waits for items
-	gone    error       // why the pump was abandoned, or nil
-	dropped atomic.Bool // gone is set: read by the goroutine between calls
+	mu       sync.Mutex
+	more     sync.Cond // signalled when items come or the pump is abandoned
+	room     sync.Cond // broadcast when items are delivered, or writes are to wait no more
+	queue    []pumpItem
+	bytes    int         // of the items queued or being delivered
+	busy     bool        // the goroutine is delivering a batch
+	started  bool        // the goroutine runs
+	idle     bool        // the goroutine waits for items
+	stopping bool        // the execution was stopped: writes do not wait
+	cut      bool        // stopping, the output past the limit was dropped
+	expiry   *time.Timer // abandons the pump GracePeriod after the stop
+	gone     error       // why the pump was abandoned, or nil
+	dropped  atomic.Bool // gone is set: read by the goroutine between calls
 }
 
 // pumpItem is one call of a callback.
@@ -76,11 +83,15 @@ func (p *pump) viaCopy(f func(string)) func(string) {
 }
 
 // put queues a call of f with s, and waits while the pump holds more than
-// pumpLimit bytes, unless it is abandoned.
+// pumpLimit bytes, unless the execution was stopped.
 func (p *pump) put(f func(string), s string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.gone != nil {
+	if p.gone != nil || p.cut {
+		return
+	}
+	if p.stopping && p.bytes > pumpLimit {
+		p.cut = true // the callbacks get a prefix of the output, without gaps
 		return
 	}
 	p.queue = append(p.queue, pumpItem{f, s})
@@ -92,7 +103,7 @@ func (p *pump) put(f func(string), s string) {
 	case p.idle:
 		p.more.Signal()
 	}
-	for p.bytes > pumpLimit && p.gone == nil {
+	for p.bytes > pumpLimit && p.gone == nil && !p.stopping {
 		p.room.Wait()
 	}
 }
@@ -134,9 +145,7 @@ func (p *pump) deliver() {
 }
 
 // flush waits until the callbacks have had every call queued so far, or
-// the pump is abandoned, and returns why it was (nil: flushed). The
-// execution's bridge calls flush first: the host sees what the code wrote
-// before a call before it answers the call.
+// the pump is abandoned, and returns why it was (nil: flushed).
 func (p *pump) flush() error {
 	if p == nil {
 		return nil
@@ -147,6 +156,39 @@ func (p *pump) flush() error {
 		p.room.Wait()
 	}
 	return p.gone
+}
+
+// catchUp is flush for a bridge call of the execution, which first lets
+// the callbacks have what the code wrote before it (the host sees it
+// before it answers); it reports false when the execution was stopped, or
+// the pump abandoned, before they had.
+func (p *pump) catchUp() bool {
+	if p == nil {
+		return true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for (len(p.queue) > 0 || p.busy) && p.gone == nil && !p.stopping {
+		p.room.Wait()
+	}
+	return p.gone == nil && !p.stopping
+}
+
+// stop says the execution was stopped for why: writes wait no more, and
+// the pump is abandoned grace later if its callbacks have not caught up.
+func (p *pump) stop(why error, grace time.Duration) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gone != nil || p.stopping {
+		return
+	}
+	p.stopping = true
+	p.room.Broadcast() // writes and catchUp
+
+	p.expiry = time.AfterFunc(grace, func() { p.abandon(why) })
 }
 
 // abandon drops what the pump holds and ends its goroutine once the call
@@ -163,6 +205,9 @@ func (p *pump) abandon(why error) {
 	}
 	p.gone = why
 	p.dropped.Store(true)
+	if p.expiry != nil {
+		p.expiry.Stop()
+	}
 	p.queue = nil
 	p.bytes = 0
 	p.more.Broadcast()
@@ -170,11 +215,10 @@ func (p *pump) abandon(why error) {
 }
 
 // finish waits until the callbacks have had every call queued, or the
-// pump is abandoned (by stop, which the caller arranges to call when the
-// execution's context is done or the sandbox is destroyed), then ends the
-// pump's goroutine. It returns nil when every call was made, else an error
-// that says the callbacks missed output, wrapping why the pump was
-// abandoned.
+// pump is abandoned (GracePeriod after a stop, or by the caller: see
+// awaitOutput), then ends the pump's goroutine. It returns nil when every
+// call was made, else an error that says the callbacks missed output,
+// wrapping why the pump was abandoned.
 func (p *pump) finish() error {
 	if p == nil {
 		return nil

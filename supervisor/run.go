@@ -93,7 +93,7 @@ func newRun(ctx context.Context, cfg Config, h runHooks, out *pump) *run {
 }
 
 // stop ends the run for a reason (the first one counts): it raises the
-// interrupt, abandons the output callbacks (a write waiting for them
+// interrupt, tells the output callbacks' pump (a write waiting for them
 // would keep the code from taking it), then cancels the bridge callbacks,
 // so that a callback that returns its ctx.Err() at once is still reported
 // as an interrupt, and kills the interpreter if the code has not returned
@@ -106,7 +106,7 @@ func (r *run) stop(why error) {
 	}
 	r.why = why
 	r.interrupt()
-	r.out.abandon(why)
+	r.out.stop(why, r.grace)
 	if r.cancel != nil {
 		r.cancel()
 	}

@@ -3,7 +3,10 @@ package tests
 import (
 	"context"
 	"errors"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -87,7 +90,8 @@ func TestStuckOutputCallback(t *testing.T) {
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
 				cb := newStuckCallback(t)
-				cfg := supervisor.Config{OnStdout: cb.onLine, Timeout: tc.timeout}
+				// The callbacks get GracePeriod after a stop to catch up.
+				cfg := supervisor.Config{OnStdout: cb.onLine, Timeout: tc.timeout, GracePeriod: 200 * time.Millisecond}
 				sb := newSandbox(t, m, cfg, "")
 				pid := sb.Info().PID
 				ctx := context.Background()
@@ -132,7 +136,7 @@ func TestStuckOutputCallback(t *testing.T) {
 		}
 		t.Run("Destroy", func(t *testing.T) {
 			cb := newStuckCallback(t)
-			sb := newSandbox(t, m, supervisor.Config{OnStdout: cb.onLine}, "")
+			sb := newSandbox(t, m, supervisor.Config{OnStdout: cb.onLine, GracePeriod: 200 * time.Millisecond}, "")
 			go func() {
 				<-cb.entered
 				sb.Destroy()
@@ -142,5 +146,39 @@ func TestStuckOutputCallback(t *testing.T) {
 				t.Fatal("Execute after Destroy: no error")
 			}
 		})
+	})
+}
+
+// A stop does not cost the callbacks what the code wrote: the lines
+// written before it, and those the code writes as it takes the interrupt,
+// all reach a callback that keeps up.
+func TestOutputAroundStop(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		var mu sync.Mutex
+		var got []string
+		sb := newSandbox(t, m, supervisor.Config{
+			Timeout: 300 * time.Millisecond,
+			OnStdout: func(l string) {
+				mu.Lock()
+				got = append(got, l)
+				mu.Unlock()
+			},
+		}, "")
+		code := "try:\n    for i in range(2000): print(i)\n    while True: pass\n" +
+			"except KeyboardInterrupt:\n    print('bye')\n    raise"
+		ce, err := executeBounded(t, context.Background(), sb, code)
+		if !errors.Is(err, supervisor.ErrTimeout) || ce.ErrorType != "KeyboardInterrupt" {
+			t.Fatalf("Execute: %v, %+v", err, ce)
+		}
+		var want []string
+		for i := range 2000 {
+			want = append(want, strconv.Itoa(i))
+		}
+		want = append(want, "bye")
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.Equal(got, want) {
+			t.Fatalf("the callback got %d lines (last %q), want %d ending with bye", len(got), got[max(len(got)-1, 0):], len(want))
+		}
 	})
 }
