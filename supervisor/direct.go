@@ -78,6 +78,13 @@ func (d *direct) acquire(ctx context.Context) error {
 
 func (d *direct) release() { <-d.sem }
 
+// destroyed reports whether Destroy was called.
+func (d *direct) destroyed() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.closed
+}
+
 func (d *direct) usable() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -172,6 +179,10 @@ func (d *direct) underRun(ctx context.Context, what string, f func() error) erro
 	switch {
 	case killed:
 		return fmt.Errorf("supervisor: %s: %w (%s, and was killed; the sandbox is dead: %w)", what, why, r.killReason(), d.usable())
+	case err == nil && d.destroyed():
+		// Destroy came while f ran: what f did is gone with the
+		// interpreter, as a worker's is (whose reply never comes).
+		return fmt.Errorf("supervisor: %s: %w", what, ErrDestroyed)
 	case err == nil:
 		return nil
 	case why != nil: // interrupted (the code may have turned the interrupt into another error)

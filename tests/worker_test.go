@@ -395,3 +395,28 @@ func TestIsCompleteOnAStoppedWorker(t *testing.T) {
 		}
 	}
 }
+
+// A SetVariable that Destroy lands in reports ErrDestroyed in both modes:
+// what it set is gone with the interpreter. The old value's __del__ runs
+// as the variable is replaced, and calls the host, which destroys the
+// sandbox before it answers.
+func TestDestroyDuringSetVariable(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		var sb supervisor.Sandbox
+		destroyed := make(chan error, 1)
+		sb = newSandbox(t, m, supervisor.Config{
+			OnLLMQuery: func(context.Context, string) (string, error) {
+				destroyed <- sb.Destroy()
+				return "ok", nil
+			},
+		}, "")
+		exec(t, sb, "class D:\n    def __del__(self): llm_query('del')\nx = D()")
+		err := sb.SetVariable(context.Background(), "x", 1)
+		if e := <-destroyed; e != nil {
+			t.Fatalf("Destroy: %v", e)
+		}
+		if !errors.Is(err, supervisor.ErrDestroyed) {
+			t.Fatalf("SetVariable during Destroy: %v, want an error matching ErrDestroyed", err)
+		}
+	})
+}
