@@ -1,12 +1,14 @@
 package supervisor
 
 import (
+	"cmp"
 	"encoding"
 	"encoding/json"
 	"fmt"
 	"math"
 	"math/big"
 	"reflect"
+	"slices"
 	"unicode"
 	"unicode/utf8"
 
@@ -21,7 +23,8 @@ const maxValueDepth = jsonvalue.MaxDepth
 // passes to Python: strings, []byte, bools, nil, int64, *big.Int, float64,
 // []any, map[string]any and the runtime's Set, Tuple and Dict stay as they
 // are; json.Number becomes an int or a float; other slices, arrays and maps
-// with string keys are converted element by element; anything else that
+// with string keys are converted element by element, and maps with number
+// or bool keys become a runtime.Dict with those keys; anything else that
 // encoding/json can marshal (structs, for example) is converted through its
 // JSON form, objects (struct fields among them) keeping their order as a
 // runtime.Dict.
@@ -132,6 +135,9 @@ func convertValue(v any, depth int) (any, error) {
 			}
 			return out, nil
 		}
+		if scalarKey(rv.Type().Key()) {
+			return scalarKeyDict(rv, depth)
+		}
 	case reflect.String:
 		return rv.String(), nil
 	case reflect.Bool:
@@ -150,6 +156,60 @@ func convertValue(v any, depth int) (any, error) {
 		return nil, fmt.Errorf("a %T cannot be passed to Python: %w", v, err)
 	}
 	return fromJSON(b, depth)
+}
+
+// scalarKey reports whether a map with keys of type t becomes a dict with
+// those keys as Python ints, floats or bools: keys of such a kind, unless
+// the type writes itself as text (encoding/json then writes that, and the
+// map goes through JSON as any other).
+func scalarKey(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.Bool:
+		return !t.Implements(textMarshalerType) && !reflect.PointerTo(t).Implements(textMarshalerType)
+	}
+	return false
+}
+
+var textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
+
+// scalarKeyDict converts a map whose keys are numbers or bools (scalarKey)
+// to a runtime.Dict with its keys in ascending order (false before true),
+// as a map with string keys arrives sorted.
+func scalarKeyDict(rv reflect.Value, depth int) (any, error) {
+	keys := rv.MapKeys()
+	slices.SortFunc(keys, func(a, b reflect.Value) int {
+		switch a.Kind() {
+		case reflect.Bool:
+			return cmp.Compare(b2i(a.Bool()), b2i(b.Bool()))
+		case reflect.Float32, reflect.Float64:
+			return cmp.Compare(a.Float(), b.Float())
+		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+			return cmp.Compare(a.Uint(), b.Uint())
+		}
+		return cmp.Compare(a.Int(), b.Int())
+	})
+	out := make(runtime.Dict, 0, len(keys))
+	for _, k := range keys {
+		key, err := convertValue(k.Interface(), depth+1)
+		if err != nil {
+			return nil, err
+		}
+		c, err := convertValue(rv.MapIndex(k).Interface(), depth+1)
+		if err != nil {
+			return nil, fmt.Errorf("%v: %w", key, err)
+		}
+		out = append(out, runtime.Item{Key: key, Value: c})
+	}
+	return out, nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // fromJSON decodes JSON text found at the given depth; objects keep the

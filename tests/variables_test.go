@@ -123,6 +123,41 @@ func TestSetVariable(t *testing.T) {
 	})
 }
 
+// textKey is a map key with its own text form, which encoding/json writes.
+type textKey int
+
+func (k textKey) MarshalText() ([]byte, error) { return []byte("k" + strconv.Itoa(int(k))), nil }
+
+// A Go map with number or bool keys reaches Python with those keys, in
+// ascending order; other keys arrive as their JSON text, as before.
+func TestSetVariableMapKeys(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "")
+		ctx := context.Background()
+		values := map[string]any{
+			"ints":   map[int]string{3: "c", -1: "a", 2: "b"},
+			"uints":  map[uint64][]int{1 << 63: {1}, 0: nil},
+			"floats": map[float64]bool{2.5: true, -0.5: false},
+			"bools":  map[bool]map[int8]string{true: {1: "x"}, false: {}},
+			"texts":  map[textKey]int{2: 20, 1: 10},
+		}
+		for k, v := range values {
+			if err := sb.SetVariable(ctx, k, v); err != nil {
+				t.Fatalf("SetVariable(%s): %v", k, err)
+			}
+		}
+		ce := exec(t, sb, "for v in (ints, uints, floats, bools, texts): print(v, [type(k).__name__ for k in v])")
+		want := "{-1: 'a', 2: 'b', 3: 'c'} ['int', 'int', 'int']\n" +
+			"{0: [], 9223372036854775808: [1]} ['int', 'int']\n" +
+			"{-0.5: False, 2.5: True} ['float', 'float']\n" +
+			"{False: {}, True: {1: 'x'}} ['bool', 'bool']\n" +
+			"{'k1': 10, 'k2': 20} ['str', 'str']\n"
+		if ce.Stdout != want || ce.Error != "" {
+			t.Fatalf("stdout %q (%s), want %q", ce.Stdout, ce.Error, want)
+		}
+	})
+}
+
 // TestSetVariableNames: SetVariable refuses, with ErrInvalidName, a name
 // that Python code could not use as a variable, and never one it could:
 // the sandbox's own str.isidentifier() and keyword.iskeyword() judge each
