@@ -21,7 +21,7 @@ const maxValueDepth = jsonvalue.MaxDepth
 
 // pythonValue converts a JSON-like Go value to the types the runtime
 // passes to Python: strings, []byte, bools, nil, int64, *big.Int, float64,
-// []any, map[string]any and the runtime's Set, Tuple and Dict stay as they
+// complex128 (complex64 widened), []any, map[string]any and the runtime's Set, Tuple and Dict stay as they
 // are; json.Number becomes an int or a float; other slices, arrays and maps
 // with string keys are converted element by element, and maps with number
 // or bool keys become a runtime.Dict with those keys; anything else that
@@ -37,8 +37,10 @@ func convertValue(v any, depth int) (any, error) {
 		return nil, fmt.Errorf("value nested more than %d levels deep", maxValueDepth)
 	}
 	switch x := v.(type) {
-	case nil, string, []byte, bool, int64, float64, *big.Int, runtime.Set, runtime.Dict, runtime.Tuple:
+	case nil, string, []byte, bool, int64, float64, complex128, *big.Int, runtime.Set, runtime.Dict, runtime.Tuple:
 		return v, nil
+	case complex64:
+		return complex128(x), nil
 	case int:
 		return int64(x), nil
 	case int8:
@@ -148,7 +150,9 @@ func convertValue(v any, depth int) (any, error) {
 		return uintValue(rv.Uint()), nil
 	case reflect.Float32, reflect.Float64:
 		return rv.Float(), nil
-	case reflect.Chan, reflect.Func, reflect.UnsafePointer, reflect.Complex64, reflect.Complex128:
+	case reflect.Complex64, reflect.Complex128:
+		return rv.Complex(), nil
+	case reflect.Chan, reflect.Func, reflect.UnsafePointer:
 		return nil, fmt.Errorf("a %T cannot be passed to Python", v)
 	}
 	b, err := json.Marshal(v)

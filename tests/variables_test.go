@@ -107,14 +107,15 @@ func TestSetVariable(t *testing.T) {
 			// it can be a dict key.
 			"h": runtime.Tuple{int64(1), "a", nil},
 			"i": runtime.Dict{{Key: int64(1), Value: "a"}, {Key: runtime.Tuple{int64(1), runtime.Tuple{int64(2)}}, Value: "b"}},
+			"j": []any{complex(1.5, -2), complex64(3i)},
 		}
 		for k, v := range values {
 			if err := sb.SetVariable(ctx, k, v); err != nil {
 				t.Fatalf("SetVariable(%s): %v", k, err)
 			}
 		}
-		ce := exec(t, sb, "print(a+1, b.upper(), c, d['k']*2, e, f, g, h, i)")
-		if want := "6 TEXT [1, 'x', None] 3.0 -123456789012345678901234567890 b'raw' True (1, 'a', None) {1: 'a', (1, (2,)): 'b'}\n"; ce.Stdout != want {
+		ce := exec(t, sb, "print(a+1, b.upper(), c, d['k']*2, e, f, g, h, i, j)")
+		if want := "6 TEXT [1, 'x', None] 3.0 -123456789012345678901234567890 b'raw' True (1, 'a', None) {1: 'a', (1, (2,)): 'b'} [(1.5-2j), 3j]\n"; ce.Stdout != want {
 			t.Fatalf("stdout %q, want %q", ce.Stdout, want)
 		}
 		if err := sb.SetVariable(ctx, "bad", make(chan int)); err == nil {
