@@ -331,7 +331,22 @@ func startInterpreter(ctx context.Context, eng *engine, cfg Config, stdlib []byt
 		in.Close()
 		return nil, err
 	}
+	in.findErrno(ctx)
 	return in, nil
+}
+
+// findErrno tells the host where the guest's errno is, once the
+// interpreter is up (the address is static data): a host call that fails
+// sets it too, for the guest's code that passes a raw syscall result on
+// without its libc wrapper (see emscripten.Host.SetErrnoAddr).
+func (in *Interpreter) findErrno(ctx context.Context) {
+	f := in.main.ExportedFunction("__errno_location")
+	if f == nil {
+		return
+	}
+	if res, err := in.call(ctx, f); err == nil && len(res) == 1 {
+		in.host.SetErrnoAddr(uint32(res[0]))
+	}
 }
 
 // boot instantiates the modules, then either boots CPython or, given a

@@ -360,6 +360,7 @@ func (h *Host) poll(ctx context.Context, mod api.Module, stack []uint64) {
 	m := memOf(mod)
 	fds, nfds, timeout := u32(stack[0]), u32(stack[1]), i32(stack[2])
 	if nfds > maxFDs || !m.ok(fds, 8*nfds) {
+		h.setErrno(m, EFAULT)
 		stack[0] = neg(EFAULT)
 		return
 	}
@@ -391,6 +392,7 @@ func (h *Host) poll(ctx context.Context, mod api.Module, stack []uint64) {
 		d = time.Duration(timeout) * time.Millisecond
 	}
 	if !h.sleep(ctx, d) {
+		h.setErrno(m, EINTR) // for select (see SetErrnoAddr)
 		stack[0] = neg(EINTR)
 		return
 	}

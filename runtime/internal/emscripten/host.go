@@ -65,6 +65,7 @@ type Host struct {
 	iov [][]byte // the buffers of the guest's current read or write (rw)
 
 	// Trampoline support, filled in by the runtime after instantiation.
+	errnoAddr  uint32 // guest address of errno (0: unknown); see SetErrnoAddr
 	arityCache uint32 // guest address of the arity byte cache
 	arityLen   uint32 // entries in the cache
 }
@@ -120,6 +121,21 @@ func (h *Host) SetCwd(dir string) { h.cwd = dir }
 
 // SetArityCache tells the trampoline import where its byte cache lives.
 func (h *Host) SetArityCache(addr, n uint32) { h.arityCache, h.arityLen = addr, n }
+
+// SetErrnoAddr tells the imports where the guest's errno is. A syscall
+// import returns -errno, and the guest's libc wrapper sets errno from it;
+// but Emscripten's select() passes poll's raw result on without setting
+// errno, so that an interrupted select reached CPython as "OSError:
+// [Errno 0]" instead of EINTR (and KeyboardInterrupt). The poll import
+// sets errno itself when it fails, as the wrapper would.
+func (h *Host) SetErrnoAddr(addr uint32) { h.errnoAddr = addr }
+
+// setErrno stores errno in the guest's errno, when known.
+func (h *Host) setErrno(m mem, errno vfs.Errno) {
+	if h.errnoAddr != 0 && m.ok(h.errnoAddr, 4) {
+		m.put32(h.errnoAddr, uint32(errno))
+	}
+}
 
 // AddIdle adds d to the time the guest spent waiting in the host (a
 // sleep, a poll, a bridge call), which its CPU-time clocks leave out.
