@@ -202,3 +202,36 @@ print(fill(3), fill(4, (1 << 40).to_bytes(8, 'little')), fill(4), fill(4, (32 <<
 		}
 	})
 }
+
+// The sandbox's loopback network is reachable by name as well as by
+// address: getaddrinfo resolves numeric IPv4 addresses, "localhost" and no
+// host (what socket.create_connection and create_server ask), and nothing
+// else (no IPv6: Pyodide's socket module has none).
+func TestLoopbackByName(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "")
+		ce := exec(t, sb, `
+import socket
+srv = socket.create_server(("127.0.0.1", 0))
+port = srv.getsockname()[1]
+for host in ("127.0.0.1", "localhost"):
+    c = socket.create_connection((host, port), timeout=5)
+    a, _ = srv.accept()
+    c.sendall(host.encode())
+    print(a.recv(100).decode(), end=" ")
+    a.close(); c.close()
+print(socket.getaddrinfo("127.0.0.1", "80", type=socket.SOCK_DGRAM))
+print(socket.getaddrinfo(None, 8080, flags=socket.AI_PASSIVE)[0][4])
+for args in (("example.com", 80), ("::1", 80), ("127.0.0.1", "http"), ("localhost", 80, socket.AF_INET6)):
+    try:
+        socket.getaddrinfo(*args)
+    except socket.gaierror as e:
+        print("gaierror", end=" ")
+`)
+		want := "127.0.0.1 localhost [(<AddressFamily.AF_INET: 2>, <SocketKind.SOCK_DGRAM: 2>, 17, '', ('127.0.0.1', 80))]\n" +
+			"('0.0.0.0', 8080)\ngaierror gaierror gaierror gaierror "
+		if ce.Error != "" || ce.Stdout != want {
+			t.Fatalf("stdout %q (%s %s), want %q", ce.Stdout, ce.Error, ce.Traceback, want)
+		}
+	})
+}

@@ -3,6 +3,9 @@ package emscripten
 import (
 	"context"
 	"encoding/binary"
+	"net/netip"
+	"strconv"
+	"strings"
 
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/vfs"
 	"github.com/tetratelabs/wazero/api"
@@ -11,7 +14,8 @@ import (
 // The sandbox has no network. Sockets exist only on an in-memory loopback
 // inside one interpreter, which is what asyncio's event loop (its self-pipe is
 // a socketpair) and socket.socketpair need. Connecting anywhere else fails
-// with ENETUNREACH; name resolution finds nothing.
+// with ENETUNREACH; name resolution finds only numeric addresses and
+// localhost (see getaddrinfo).
 
 const (
 	afUnix  = 1
@@ -540,11 +544,154 @@ func (h *Host) tryShutdown(_ context.Context, mod api.Module, stack []uint64) {
 // _try_fcntl64(fd, cmd, arg, resultPtr) -> handled: sockets use the generic fcntl.
 func (h *Host) tryFcntl(_ context.Context, _ api.Module, stack []uint64) { stack[0] = 0 }
 
-// getaddrinfo(node, service, hints, res): the glue resolves names to fake
-// addresses for its WebSocket proxy; the sandbox resolves nothing.
-// EAI_NONAME (-2): "Name or service not known".
-func (h *Host) getaddrinfo(_ context.Context, _ api.Module, stack []uint64) {
-	stack[0] = ret32(-2)
+// getaddrinfo's error codes (musl's) and flags.
+const (
+	eaiBadFlags = -1
+	eaiNoName   = -2
+	eaiFamily   = -6
+	eaiSockType = -7
+	eaiService  = -8
+	eaiMemory   = -10
+
+	aiPassive     = 0x1
+	aiCanonName   = 0x2
+	aiNumericHost = 0x4
+	aiV4Mapped    = 0x8 // accepted, unused: no IPv6
+	aiAll         = 0x10
+	aiAddrConfig  = 0x20
+	aiNumericServ = 0x400
+
+	ipprotoTCP = 6
+	ipprotoUDP = 17
+)
+
+// getaddrinfo(node, service, hints, res) -> 0 or EAI_*. The glue resolves
+// names to fake addresses for its WebSocket proxy; the sandbox's network
+// is its in-memory loopback, so what resolves is what needs no lookup: a
+// numeric IPv4 address, "localhost", and no node (the any address with
+// AI_PASSIVE, else loopback), which is what binding, listening and
+// connecting there ask (socket.create_connection, create_server). Other
+// names get EAI_NONAME, "Name or service not known", and so do IPv6
+// addresses: Pyodide's socket module is built without IPv6 (has_ipv6 is
+// False: it could not read the address). A service must be a port number.
+// As Emscripten's, the result is one addrinfo and its sockaddr, each from
+// the guest's malloc, which its freeaddrinfo frees.
+func (h *Host) getaddrinfo(ctx context.Context, mod api.Module, stack []uint64) {
+	m := memOf(mod)
+	nodep, servp, hintp, resp := u32(stack[0]), u32(stack[1]), u32(stack[2]), u32(stack[3])
+	var flags, family, typ, proto int32
+	if hintp != 0 {
+		if !m.ok(hintp, 16) {
+			stack[0] = ret32(eaiFamily)
+			return
+		}
+		flags, family, typ, proto = int32(m.u32(hintp)), int32(m.u32(hintp+4)), int32(m.u32(hintp+8)), int32(m.u32(hintp+12))
+	}
+	code := func() int32 {
+		switch {
+		case nodep == 0 && servp == 0:
+			return eaiNoName
+		case flags&^(aiPassive|aiCanonName|aiNumericHost|aiNumericServ|aiV4Mapped|aiAll|aiAddrConfig) != 0,
+			flags&aiCanonName != 0 && nodep == 0:
+			return eaiBadFlags
+		case family != 0 && family != afInet:
+			return eaiFamily
+		}
+		if proto != 0 && typ == 0 {
+			typ = sockStream
+			if proto == ipprotoUDP {
+				typ = sockDgram
+			}
+		}
+		if typ == 0 {
+			typ = sockStream
+		}
+		if typ != sockStream && typ != sockDgram {
+			return eaiSockType
+		}
+		if proto == 0 {
+			proto = ipprotoTCP
+			if typ == sockDgram {
+				proto = ipprotoUDP
+			}
+		}
+		var a sockAddr
+		if servp != 0 {
+			serv, ok := m.cstring(servp, 64)
+			port, err := strconv.ParseUint(serv, 10, 16)
+			if !ok || err != nil {
+				if flags&aiNumericServ != 0 {
+					return eaiNoName
+				}
+				return eaiService
+			}
+			a.port = uint16(port)
+		}
+		a.family = afInet
+		loopback := [16]byte{127, 0, 0, 1}
+		if nodep == 0 {
+			if flags&aiPassive == 0 {
+				a.ip = loopback
+			}
+			return h.addrinfo(ctx, mod, resp, a, typ, proto)
+		}
+		node, ok := m.cstring(nodep, 1024)
+		if !ok {
+			return eaiNoName
+		}
+		ip, err := netip.ParseAddr(node)
+		switch {
+		case err == nil && ip.Is4():
+			v4 := ip.As4()
+			copy(a.ip[:4], v4[:])
+		case err == nil || flags&aiNumericHost != 0 || !strings.EqualFold(node, "localhost"):
+			return eaiNoName
+		default:
+			a.ip = loopback
+		}
+		return h.addrinfo(ctx, mod, resp, a, typ, proto)
+	}()
+	stack[0] = ret32(code)
+}
+
+// addrinfo stores at resp one addrinfo for the IPv4 address a (wasm32's struct addrinfo:
+// flags, family, socktype, protocol, addrlen, addr, canonname, next), and
+// returns 0, or EAI_MEMORY when the guest's malloc fails.
+func (h *Host) addrinfo(ctx context.Context, mod api.Module, resp uint32, a sockAddr, typ, proto int32) int32 {
+	m := memOf(mod)
+	if !m.ok(resp, 4) {
+		return eaiMemory
+	}
+	const salen = 16 // sockaddr_in
+	sa, ai := h.guestMalloc(ctx, mod, salen), h.guestMalloc(ctx, mod, 32)
+	m = memOf(mod) // the calls may have grown the memory
+	if sa == 0 || ai == 0 || !m.ok(sa, salen) || !m.ok(ai, 32) {
+		return eaiMemory // what was allocated is left: the guest is out of memory
+	}
+	b, _ := m.bytes(sa, salen)
+	clear(b)
+	binary.LittleEndian.PutUint16(b, a.family)
+	binary.BigEndian.PutUint16(b[2:], a.port)
+	copy(b[4:8], a.ip[:4])
+	for i, v := range [8]uint32{0, uint32(a.family), uint32(typ), uint32(proto), salen, sa, 0, 0} {
+		m.put32(ai+4*uint32(i), v)
+	}
+	m.put32(resp, ai)
+	return 0
+}
+
+// guestMalloc calls the guest's malloc, from an import (as the glue's
+// JavaScript does); 0 when it fails.
+func (h *Host) guestMalloc(ctx context.Context, mod api.Module, n uint32) uint32 {
+	f := mod.ExportedFunction("malloc")
+	if f == nil {
+		return 0
+	}
+	res, err := f.Call(ctx, uint64(n))
+	if err != nil || len(res) != 1 {
+		return 0
+	}
+	return uint32(res[0])
 }
 
 func (h *Host) getnameinfo(_ context.Context, _ api.Module, stack []uint64) {
