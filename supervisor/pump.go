@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -187,7 +188,6 @@ func (p *pump) stop(why error, grace time.Duration) {
 	}
 	p.stopping = true
 	p.room.Broadcast() // writes and catchUp
-
 	p.expiry = time.AfterFunc(grace, func() { p.abandon(why) })
 }
 
@@ -232,7 +232,7 @@ func (p *pump) finish() error {
 }
 
 // errPumpDone ends a pump that delivered everything.
-var errPumpDone = fmt.Errorf("supervisor: output delivered")
+var errPumpDone = errors.New("supervisor: output delivered")
 
 // execStreams are the collectors of an execution's two output streams.
 type execStreams struct{ stdout, stderr *outputCollector }
