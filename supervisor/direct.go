@@ -340,7 +340,8 @@ func (d *direct) markDead(err error) {
 
 func (d *direct) Cancel() {
 	if r := d.running.Load(); r != nil {
-		r.stop(ErrCanceled)
+		r.stop(ErrCanceled) // the output callbacks get GracePeriod to catch up
+		return
 	}
 	d.output.Load().abandon(ErrCanceled) // the code has returned; its output callbacks may not have
 }

@@ -886,7 +886,8 @@ func (s *workerSandbox) Stats(ctx context.Context) (Stats, error) {
 
 func (s *workerSandbox) Cancel() {
 	if r := s.running.Load(); r != nil {
-		r.stop(ErrCanceled)
+		r.stop(ErrCanceled) // the output callbacks get GracePeriod to catch up
+		return
 	}
 	s.output.Load().abandon(ErrCanceled) // the code has returned; its output callbacks may not have
 }
