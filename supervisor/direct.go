@@ -209,10 +209,10 @@ func (d *direct) execute(ctx context.Context, code string, interactive bool) (*C
 	}
 	streams, pump := newStreams(d.cfg)
 	stdout, stderr := streams.stdout, streams.stderr
-	d.output.Store(pump)
-	defer d.output.Store(nil)
 	r := newRun(ctx, d.cfg, d.runHooks(), pump)
 	d.running.Store(r)
+	d.output.Store(pump) // after the run: see Cancel
+	defer d.output.Store(nil)
 	// The interpreter runs under a context that is never cancelled: the
 	// run raises the interrupt itself, and cancels the bridge callbacks'
 	// own context.
@@ -234,7 +234,7 @@ func (d *direct) execute(ctx context.Context, code string, interactive bool) (*C
 	ce := &CodeExecution{Code: code, PythonDuration: r.clock.stop()}
 	ce.BridgeCalls = int(r.calls.Load())
 	ce.Stdout, ce.Stderr = stdout.String(), stderr.String()
-	outErr := awaitOutput(ctx, pump)
+	outErr := awaitOutput(ctx, r)
 	ce.Duration = time.Since(r.start)
 	ce.Truncated = stdout.truncated() || stderr.truncated()
 	if res != nil && res.Error != nil {
@@ -339,11 +339,12 @@ func (d *direct) markDead(err error) {
 }
 
 func (d *direct) Cancel() {
-	if r := d.running.Load(); r != nil {
-		r.stop(ErrCanceled) // the output callbacks get GracePeriod to catch up
-		return
+	if r := d.running.Load(); r != nil && r.stopRunning(ErrCanceled) {
+		return // the output callbacks get GracePeriod to catch up
 	}
-	d.output.Load().abandon(ErrCanceled) // the code has returned; its output callbacks may not have
+	// No code runs. A pump is published once its run is: the code has
+	// returned, and its output callbacks may still be at work.
+	d.output.Load().abandon(ErrCanceled)
 }
 
 func (d *direct) Destroy() error {

@@ -11,8 +11,13 @@ import (
 )
 
 // pumpLimit is how many bytes of output the code may write ahead of the
-// output callbacks before its writes wait for them.
+// output callbacks before its writes wait for them. Each call counts its
+// text and pumpItemCost, so that a flood of empty lines is held too.
 const pumpLimit = 1 << 20
+
+// pumpItemCost is what a queued call costs beyond its text: the item, the
+// string's allocation, the newline the line had.
+const pumpItemCost = 48
 
 // pump runs an execution's output callbacks (OnStdout, OnStderr, Stdout,
 // Stderr) on a goroutine of their own, in the order the code wrote, so
@@ -96,7 +101,7 @@ func (p *pump) put(f func(string), s string) {
 		return
 	}
 	p.queue = append(p.queue, pumpItem{f, s})
-	p.bytes += len(s)
+	p.bytes += len(s) + pumpItemCost
 	switch {
 	case !p.started:
 		p.started = true
@@ -134,7 +139,7 @@ func (p *pump) deliver() {
 				break
 			}
 			it.f(it.s)
-			n += len(it.s)
+			n += len(it.s) + pumpItemCost
 		}
 		p.mu.Lock()
 		p.busy = false
@@ -250,11 +255,12 @@ func newStreams(cfg Config) (*execStreams, *pump) {
 	}, p
 }
 
-// awaitOutput waits, once the code has returned and its streams are
-// flushed (outputCollector.String), for the output callbacks to have had
-// every line, unless ctx ends first, or Cancel or Destroy abandons the pump
-// (see pump.finish).
-func awaitOutput(ctx context.Context, p *pump) error {
+// awaitOutput waits, once the code of the run r has returned and its
+// streams are flushed (outputCollector.String), for the output callbacks
+// to have had every line, unless ctx ends first, the run's WallTimeout
+// passes, or Cancel or Destroy abandons the pump (see pump.finish).
+func awaitOutput(ctx context.Context, r *run) error {
+	p := r.out
 	if p == nil {
 		return nil
 	}
@@ -262,5 +268,9 @@ func awaitOutput(ctx context.Context, p *pump) error {
 		p.abandon(fmt.Errorf("%w: %w", ErrCanceled, context.Cause(ctx)))
 	})
 	defer stop()
+	if r.wallTimeout > 0 {
+		t := time.AfterFunc(time.Until(r.start.Add(r.wallTimeout)), func() { p.abandon(r.wallErr()) })
+		defer t.Stop()
+	}
 	return p.finish()
 }

@@ -22,6 +22,9 @@ type run struct {
 	start   time.Time // when the execution (and its clock) started
 	wall    *time.Timer
 	stopCtx func() bool
+	// wallTimeout is Config.WallTimeout (0: none), which bounds the wait
+	// for the output callbacks too (awaitOutput).
+	wallTimeout time.Duration
 
 	mu     sync.Mutex
 	why    error // why the execution was stopped, or nil
@@ -82,14 +85,20 @@ func newRun(ctx context.Context, cfg Config, h runHooks, out *pump) *run {
 	})
 	r.start = r.clock.since
 	if cfg.WallTimeout > 0 {
-		r.wall = time.AfterFunc(cfg.WallTimeout, func() {
-			r.stop(fmt.Errorf("%w (wall timeout of %v)", ErrTimeout, cfg.WallTimeout))
-		})
+		r.wallTimeout = cfg.WallTimeout
+		r.wall = time.AfterFunc(cfg.WallTimeout, func() { r.stop(r.wallErr()) })
 	}
 	r.stopCtx = context.AfterFunc(ctx, func() {
-		r.stop(fmt.Errorf("%w: %w", ErrCanceled, context.Cause(ctx)))
+		why := fmt.Errorf("%w: %w", ErrCanceled, context.Cause(ctx))
+		r.stop(why)
+		r.out.abandon(why) // the caller waits no more for its callbacks
 	})
 	return r
+}
+
+// wallErr is why a run that reached its WallTimeout was stopped.
+func (r *run) wallErr() error {
+	return fmt.Errorf("%w (wall timeout of %v)", ErrTimeout, r.wallTimeout)
 }
 
 // stop ends the run for a reason (the first one counts): it raises the
@@ -98,11 +107,18 @@ func newRun(ctx context.Context, cfg Config, h runHooks, out *pump) *run {
 // so that a callback that returns its ctx.Err() at once is still reported
 // as an interrupt, and kills the interpreter if the code has not returned
 // GracePeriod later.
-func (r *run) stop(why error) {
+func (r *run) stop(why error) { r.stopRunning(why) }
+
+// stopRunning is stop, and reports false when the run had ended (its code
+// returned) before it could be stopped.
+func (r *run) stopRunning(why error) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.why != nil || r.ended {
-		return
+	if r.ended {
+		return false
+	}
+	if r.why != nil {
+		return true
 	}
 	r.why = why
 	r.interrupt()
@@ -111,6 +127,7 @@ func (r *run) stop(why error) {
 		r.cancel()
 	}
 	r.expiry = time.AfterFunc(r.grace, r.expire)
+	return true
 }
 
 // stopped reports whether the run has been stopped.

@@ -18,9 +18,10 @@ type Sandbox interface {
 	// Initialize makes value the Python global `context`: a string
 	// becomes a str, and any JSON-like Go value (maps with string keys,
 	// slices, numbers, bools, nil, and values encoding/json can marshal)
-	// becomes the matching Python object; a map with number or bool keys
-	// becomes a dict with those keys (map[int]string{1: "a"} is {1: 'a'}),
-	// where other map keys arrive as their JSON text. A Go map's keys
+	// becomes the matching Python object; a map with number, bool or
+	// interface keys (map[any]any, as YAML decoders make) becomes a dict
+	// with those keys (map[int]string{1: "a"} is {1: 'a'}), where other
+	// map keys arrive as their JSON text. A Go map's keys
 	// arrive sorted (a map has no order); a json.RawMessage, a struct or a value with
 	// its own MarshalJSON arrives with its members in their JSON order,
 	// as json.loads would give them, and so does a runtime.Dict. It may

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"bytes"
 	"cmp"
 	"encoding"
 	"encoding/json"
@@ -23,8 +24,9 @@ const maxValueDepth = jsonvalue.MaxDepth
 // passes to Python: strings, []byte, bools, nil, int64, *big.Int, float64,
 // complex128 (complex64 widened), []any, map[string]any and the runtime's Set, Tuple and Dict stay as they
 // are; json.Number becomes an int or a float; other slices, arrays and maps
-// with string keys are converted element by element, and maps with number
-// or bool keys become a runtime.Dict with those keys; anything else that
+// with string keys are converted element by element, and maps with number,
+// bool or interface keys become a runtime.Dict with those keys (see
+// keyedDict); a big.Int value is a *big.Int; anything else that
 // encoding/json can marshal (structs, for example) is converted through its
 // JSON form, objects (struct fields among them) keeping their order as a
 // runtime.Dict.
@@ -41,6 +43,8 @@ func convertValue(v any, depth int) (any, error) {
 		return v, nil
 	case complex64:
 		return complex128(x), nil
+	case big.Int:
+		return &x, nil
 	case int:
 		return int64(x), nil
 	case int8:
@@ -137,8 +141,8 @@ func convertValue(v any, depth int) (any, error) {
 			}
 			return out, nil
 		}
-		if scalarKey(rv.Type().Key()) {
-			return scalarKeyDict(rv, depth)
+		if k := rv.Type().Key(); scalarKey(k) || k.Kind() == reflect.Interface {
+			return keyedDict(rv, depth)
 		}
 	case reflect.String:
 		return rv.String(), nil
@@ -178,35 +182,104 @@ func scalarKey(t reflect.Type) bool {
 
 var textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
 
-// scalarKeyDict converts a map whose keys are numbers or bools (scalarKey)
-// to a runtime.Dict with its keys in ascending order (false before true),
-// as a map with string keys arrives sorted.
-func scalarKeyDict(rv reflect.Value, depth int) (any, error) {
-	keys := rv.MapKeys()
-	slices.SortFunc(keys, func(a, b reflect.Value) int {
-		switch a.Kind() {
-		case reflect.Bool:
-			return cmp.Compare(b2i(a.Bool()), b2i(b.Bool()))
-		case reflect.Float32, reflect.Float64:
-			return cmp.Compare(a.Float(), b.Float())
-		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-			return cmp.Compare(a.Uint(), b.Uint())
-		}
-		return cmp.Compare(a.Int(), b.Int())
-	})
-	out := make(runtime.Dict, 0, len(keys))
-	for _, k := range keys {
-		key, err := convertValue(k.Interface(), depth+1)
+// keyedDict converts a map whose keys are numbers or bools (scalarKey), or
+// interfaces (map[any]any, as YAML decoders make), to a runtime.Dict with
+// the keys converted, in ascending order (by kind, then value), as a map
+// with string keys arrives sorted; one whose keys all turn out to be
+// strings becomes a map[string]any. A key that Python could not hash (a
+// list, a map) is an error.
+func keyedDict(rv reflect.Value, depth int) (any, error) {
+	out := make(runtime.Dict, 0, rv.Len())
+	strs := true
+	it := rv.MapRange() // MapIndex cannot find a NaN key
+	for it.Next() {
+		key, err := convertValue(it.Key().Interface(), depth+1)
 		if err != nil {
 			return nil, err
 		}
-		c, err := convertValue(rv.MapIndex(k).Interface(), depth+1)
+		if keyRank(key) < 0 {
+			return nil, fmt.Errorf("a map key of type %T cannot be a Python dict key", it.Key().Interface())
+		}
+		c, err := convertValue(it.Value().Interface(), depth+1)
 		if err != nil {
 			return nil, fmt.Errorf("%v: %w", key, err)
 		}
+		_, isStr := key.(string)
+		strs = strs && isStr
 		out = append(out, runtime.Item{Key: key, Value: c})
 	}
+	if strs {
+		m := make(map[string]any, len(out))
+		for _, kv := range out {
+			m[kv.Key.(string)] = kv.Value
+		}
+		return m, nil
+	}
+	slices.SortStableFunc(out, func(a, b runtime.Item) int { return compareKeys(a.Key, b.Key) })
 	return out, nil
+}
+
+// keyRank orders converted map keys by kind (-1: not hashable in Python).
+func keyRank(k any) int {
+	switch k.(type) {
+	case nil:
+		return 0
+	case bool:
+		return 1
+	case int64, *big.Int, float64:
+		return 2
+	case complex128:
+		return 3
+	case string:
+		return 4
+	case []byte:
+		return 5
+	case runtime.Tuple:
+		return 6
+	}
+	return -1
+}
+
+// compareKeys orders two converted map keys: by kind, then by value
+// (numbers by value, tuples by their text).
+func compareKeys(a, b any) int {
+	if c := cmp.Compare(keyRank(a), keyRank(b)); c != 0 {
+		return c
+	}
+	switch x := a.(type) {
+	case bool:
+		return cmp.Compare(b2i(x), b2i(b.(bool)))
+	case string:
+		return cmp.Compare(x, b.(string))
+	case []byte:
+		return bytes.Compare(x, b.([]byte))
+	case int64, *big.Int, float64:
+		return compareNumbers(a, b)
+	}
+	return cmp.Compare(fmt.Sprint(a), fmt.Sprint(b))
+}
+
+// compareNumbers orders int64, *big.Int and float64 values (NaN first).
+func compareNumbers(a, b any) int {
+	fa, aFloat := a.(float64)
+	fb, bFloat := b.(float64)
+	if aFloat || bFloat {
+		if !aFloat {
+			fa, _ = new(big.Float).SetInt(bigOf(a)).Float64()
+		}
+		if !bFloat {
+			fb, _ = new(big.Float).SetInt(bigOf(b)).Float64()
+		}
+		return cmp.Compare(fa, fb)
+	}
+	return bigOf(a).Cmp(bigOf(b))
+}
+
+func bigOf(n any) *big.Int {
+	if i, ok := n.(int64); ok {
+		return big.NewInt(i)
+	}
+	return n.(*big.Int)
 }
 
 func b2i(b bool) int {

@@ -660,6 +660,9 @@ type runOutcome struct {
 // replies, or is killed and the frames end.
 func (s *workerSandbox) runRequest(r *run, kind ipc.Kind, body any, streams *execStreams) (o runOutcome) {
 	s.running.Store(r)
+	if r.out != nil {
+		s.output.Store(r.out)
+	}
 	id, ch, err := s.send(kind, body, streams)
 	o.err = err
 	if err == nil {
@@ -730,8 +733,7 @@ func (s *workerSandbox) execute(ctx context.Context, code string, interactive bo
 		return nil, ErrNotInitialized
 	}
 	streams, out := newStreams(s.cfg)
-	s.output.Store(out)
-	defer s.output.Store(nil)
+	defer s.output.Store(nil) // published by runRequest, after the run: see Cancel
 	r := newRun(ctx, s.cfg, s.runHooks(), out)
 	o := s.runRequest(r, ipc.KindExecute, ipc.Execute{Code: code, Interactive: interactive}, streams)
 	m, got, why, killed := o.m, o.got, o.why, o.killed
@@ -834,7 +836,7 @@ func (s *workerSandbox) markStubborn() {
 func (s *workerSandbox) execution(ctx context.Context, code string, st *execStreams, r *run, res *ipc.Result) (*CodeExecution, error) {
 	python := r.clock.stop()
 	ce := &CodeExecution{Code: code, Stdout: st.stdout.String(), Stderr: st.stderr.String(), PythonDuration: python}
-	outErr := awaitOutput(ctx, r.out)
+	outErr := awaitOutput(ctx, r)
 	ce.Duration = time.Since(r.start)
 	ce.Truncated = st.stdout.truncated() || st.stderr.truncated()
 	ce.BridgeCalls = int(r.calls.Load())
@@ -885,11 +887,12 @@ func (s *workerSandbox) Stats(ctx context.Context) (Stats, error) {
 }
 
 func (s *workerSandbox) Cancel() {
-	if r := s.running.Load(); r != nil {
-		r.stop(ErrCanceled) // the output callbacks get GracePeriod to catch up
-		return
+	if r := s.running.Load(); r != nil && r.stopRunning(ErrCanceled) {
+		return // the output callbacks get GracePeriod to catch up
 	}
-	s.output.Load().abandon(ErrCanceled) // the code has returned; its output callbacks may not have
+	// No code runs. A pump is published once its run is: the code has
+	// returned, and its output callbacks may still be at work.
+	s.output.Load().abandon(ErrCanceled)
 }
 
 func (s *workerSandbox) Destroy() error {

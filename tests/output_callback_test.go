@@ -72,26 +72,32 @@ func executeBounded(t *testing.T, ctx context.Context, sb supervisor.Sandbox, co
 func TestStuckOutputCallback(t *testing.T) {
 	// More than the 1 MiB the code may write ahead of its callbacks.
 	const flood = "print('block')\nfor i in range(30_000): print('x' * 99)\nprint('end')"
+	const returned = "print('block')\nprint('end')"
 	cases := []struct {
 		name    string
 		code    string
 		timeout time.Duration // Config.Timeout
+		wall    time.Duration // Config.WallTimeout
 		ctx     bool          // a context that ends
 		cancel  bool          // Cancel once the callback is stuck
 		want    error
 	}{
-		{"writing, context", flood, 0, true, false, supervisor.ErrCanceled},
-		{"writing, Timeout", flood, time.Second, false, false, supervisor.ErrTimeout},
-		{"writing, Cancel", flood, 0, false, true, supervisor.ErrCanceled},
-		{"returned, context", "print('block')\nprint('end')", 0, true, false, supervisor.ErrCanceled},
-		{"returned, Cancel", "print('block')\nprint('end')", 0, false, true, supervisor.ErrCanceled},
+		{"writing, context", flood, 0, 0, true, false, supervisor.ErrCanceled},
+		{"writing, Timeout", flood, time.Second, 0, false, false, supervisor.ErrTimeout},
+		{"writing, Cancel", flood, 0, 0, false, true, supervisor.ErrCanceled},
+		// Empty lines count against the limit too (they once did not,
+		// and the code queued them all, then Execute waited for them).
+		{"empty lines, Timeout", "print('block')\nprint('\\n' * 3_000_000)", time.Second, 0, false, false, supervisor.ErrTimeout},
+		{"returned, context", returned, 0, 0, true, false, supervisor.ErrCanceled},
+		{"returned, Cancel", returned, 0, 0, false, true, supervisor.ErrCanceled},
+		{"returned, WallTimeout", returned, 0, time.Second, false, false, supervisor.ErrTimeout},
 	}
 	forEachMode(t, func(t *testing.T, m mode) {
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
 				cb := newStuckCallback(t)
 				// The callbacks get GracePeriod after a stop to catch up.
-				cfg := supervisor.Config{OnStdout: cb.onLine, Timeout: tc.timeout, GracePeriod: 200 * time.Millisecond}
+				cfg := supervisor.Config{OnStdout: cb.onLine, Timeout: tc.timeout, WallTimeout: tc.wall, GracePeriod: 200 * time.Millisecond}
 				sb := newSandbox(t, m, cfg, "")
 				pid := sb.Info().PID
 				ctx := context.Background()
@@ -117,7 +123,7 @@ func TestStuckOutputCallback(t *testing.T) {
 				if ce == nil || !strings.HasPrefix(ce.Stdout, "block\n") {
 					t.Fatalf("CodeExecution %+v", ce)
 				}
-				if strings.HasSuffix(tc.code, "print('end')") && tc.name[:8] == "returned" && ce.Stdout != "block\nend\n" {
+				if tc.code == returned && ce.Stdout != "block\nend\n" {
 					t.Errorf("Stdout %q, want the code's two lines", ce.Stdout)
 				}
 				// The sandbox is whole, in the same worker, and the next
@@ -212,6 +218,43 @@ func TestOutputAroundCancel(t *testing.T) {
 		if !errors.Is(r.err, supervisor.ErrCanceled) || r.ce == nil || r.ce.Stdout != "started\nbye\n" ||
 			!slices.Equal(got, []string{"started", "bye"}) {
 			t.Fatalf("Execute: %v, %+v; the callback got %q", r.err, r.ce, got)
+		}
+	})
+}
+
+// A Cancel that comes as Execute starts either interrupts the code or does
+// nothing: it never leaves the code running to its end while it drops the
+// lines the callbacks had not had yet (a Cancel between the publication of
+// an execution's output and its run did).
+func TestCancelAtStart(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		var mu sync.Mutex
+		var got []string
+		sb := newSandbox(t, m, supervisor.Config{OnStdout: func(l string) {
+			mu.Lock()
+			got = append(got, l)
+			mu.Unlock()
+		}}, "")
+		for i := range 100 {
+			mu.Lock()
+			got = nil
+			mu.Unlock()
+			done := make(chan result, 1)
+			go func() {
+				ce, err := sb.Execute(context.Background(), "print('a')\nprint('b')")
+				done <- result{ce, err}
+			}()
+			sb.Cancel()
+			r := wait(t, done)
+			mu.Lock()
+			lines := slices.Clone(got)
+			mu.Unlock()
+			switch {
+			case r.err == nil && !slices.Equal(lines, []string{"a", "b"}):
+				t.Fatalf("run %d: completed, but the callback got %q", i, lines)
+			case r.err != nil && (!errors.Is(r.err, supervisor.ErrCanceled) || r.ce == nil || r.ce.ErrorType != "KeyboardInterrupt"):
+				t.Fatalf("run %d: %v, %+v (the callback got %q)", i, r.err, r.ce, lines)
+			}
 		}
 	})
 }

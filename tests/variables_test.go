@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"math/big"
 	"reflect"
 	"strconv"
@@ -141,20 +142,32 @@ func TestSetVariableMapKeys(t *testing.T) {
 			"floats": map[float64]bool{2.5: true, -0.5: false},
 			"bools":  map[bool]map[int8]string{true: {1: "x"}, false: {}},
 			"texts":  map[textKey]int{2: 20, 1: 10},
+			"nans":   map[float64]int{math.NaN(): 1},
+			"anys":   map[any]any{"b": 2, 1: "a", nil: true, 2.5: nil},
+			"strs":   map[any]any{"x": 1},
+			"bigs":   []any{*big.NewInt(7)},
 		}
 		for k, v := range values {
 			if err := sb.SetVariable(ctx, k, v); err != nil {
 				t.Fatalf("SetVariable(%s): %v", k, err)
 			}
 		}
-		ce := exec(t, sb, "for v in (ints, uints, floats, bools, texts): print(v, [type(k).__name__ for k in v])")
+		ce := exec(t, sb, "for v in (ints, uints, floats, bools, texts, nans, anys, strs, bigs): print(v, [type(k).__name__ for k in v])")
 		want := "{-1: 'a', 2: 'b', 3: 'c'} ['int', 'int', 'int']\n" +
 			"{0: [], 9223372036854775808: [1]} ['int', 'int']\n" +
 			"{-0.5: False, 2.5: True} ['float', 'float']\n" +
 			"{False: {}, True: {1: 'x'}} ['bool', 'bool']\n" +
-			"{'k1': 10, 'k2': 20} ['str', 'str']\n"
+			"{'k1': 10, 'k2': 20} ['str', 'str']\n" +
+			"{nan: 1} ['float']\n" +
+			"{None: True, 1: 'a', 2.5: None, 'b': 2} ['NoneType', 'int', 'float', 'str']\n" +
+			"{'x': 1} ['str']\n" +
+			"[7] ['int']\n"
 		if ce.Stdout != want || ce.Error != "" {
 			t.Fatalf("stdout %q (%s), want %q", ce.Stdout, ce.Error, want)
+		}
+		// A key Python cannot hash is an error, not a panic.
+		if err := sb.SetVariable(ctx, "bad", map[any]any{[2]int{1, 2}: "t"}); err == nil || !strings.Contains(err.Error(), "dict key") {
+			t.Fatalf("SetVariable of an array key: %v", err)
 		}
 	})
 }
