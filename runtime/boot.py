@@ -113,13 +113,20 @@ def _rlm_boot():
     out0, err0 = sys.stdout, sys.stderr
 
     def flush():
-        for f, own in ((sys.stdout, out0), (sys.stderr, err0)):
+        # At each cell's end. A cell that replaced sys.stdout or sys.stderr
+        # and did not put it back (a capture whose restore an exception
+        # skipped) would silence every later cell: the host's streams come
+        # back, as the helpers are bound again before each cell.
+        for name, own in (("stdout", out0), ("stderr", err0)):
+            f = getattr(sys, name, None)
             if f is own and f.write_through:
                 continue
             try:
                 f.flush()
             except BaseException:
                 pass
+            if f is not own:
+                setattr(sys, name, own)
 
     def message(e):
         try:

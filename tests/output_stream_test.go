@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"strings"
 	"sync"
 	"testing"
@@ -78,6 +79,35 @@ func TestOutputStreamsLongLines(t *testing.T) {
 		}
 		if joined.String() != strings.ReplaceAll(want, "\n", "") {
 			t.Fatalf("OnStdout's pieces join to %d bytes, want %d", joined.Len(), len(want)-3)
+		}
+	})
+}
+
+// A cell that replaces sys.stdout or sys.stderr and fails before putting
+// it back (or never does) does not silence the cells after it: each cell
+// ends with the host's streams back in place. What the cell itself wrote
+// to its replacement stays there.
+func TestReplacedStreamsComeBack(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		var lines syncBuffer
+		sb := newSandbox(t, m, supervisor.Config{OnStdout: func(l string) { lines.Write([]byte(l + "\n")) }}, "")
+		ce := exec(t, sb, "import io, sys\nbuf = io.StringIO()\nsys.stdout = buf\nsys.stderr = io.StringIO()\nprint('captured')\nraise ValueError('helper failed')")
+		if ce.ErrorType != "ValueError" || ce.Stdout != "" {
+			t.Fatalf("capturing cell: %+v", ce)
+		}
+		ce = exec(t, sb, "print('result:', 42)\nprint('warn', file=sys.stderr)\nprint(buf.getvalue(), end='')")
+		if ce.Stdout != "result: 42\ncaptured\n" || ce.Stderr != "warn\n" {
+			t.Fatalf("next cell: %+v", ce)
+		}
+		ce, err := sb.ExecuteInteractive(context.Background(), "sys.stdout = io.StringIO()")
+		if err != nil || ce.Error != "" {
+			t.Fatalf("%v %+v", err, ce)
+		}
+		if ce := exec(t, sb, "print('back')"); ce.Stdout != "back\n" {
+			t.Fatalf("after an interactive cell: %+v", ce)
+		}
+		if got := lines.String(); got != "result: 42\ncaptured\nback\n" {
+			t.Fatalf("OnStdout got %q", got)
 		}
 	})
 }
