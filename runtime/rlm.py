@@ -193,15 +193,18 @@ def rlm_query_batched(tasks, ctx=_SANDBOX_CONTEXT, return_exceptions=False):
     return _results(_rlm.bridge("rlm_query", calls), return_exceptions)
 
 
-def chunk_text(text, size=10000, overlap=500):
+def chunk_text(text, size=10000, overlap=None):
     """Split text into chunks of at most size characters.
 
     Each chunk starts size - overlap characters after the previous one, so
     consecutive chunks share overlap characters; the last chunk ends at the
-    end of text. An empty text gives an empty list. Raises ValueError when
-    size <= 0, overlap < 0 or overlap >= size.
+    end of text. overlap defaults to 500, or to a tenth of size when size
+    is 500 or less. An empty text gives an empty list. Raises ValueError
+    when size <= 0, overlap < 0 or overlap >= size.
     """
     _need_str("chunk_text", "text", text)
+    if overlap is None and isinstance(size, int) and not isinstance(size, bool):
+        overlap = 500 if size > 500 else max(size, 0) // 10
     for name, v in (("size", size), ("overlap", overlap)):
         if not isinstance(v, int) or isinstance(v, bool):
             raise TypeError("chunk_text() %s must be int, not %s" % (name, type(v).__name__))

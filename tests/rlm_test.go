@@ -20,6 +20,7 @@ func TestChunkText(t *testing.T) {
 print(chunk_text("abcdefghij", 4, 1))
 print(chunk_text("abcdefghij", 5, 0))
 print(chunk_text("abc", 10, 2), chunk_text("", 3, 1))
+print(chunk_text("abcdefghijklmnopqrstuvwxyz", 10), chunk_text("", 5), len(chunk_text("x" * 2000, 1000)))
 big = "x" * 25000
 c = chunk_text(big)
 print(len(c), [len(p) for p in c], c[0][-500:] == c[1][:500])
@@ -38,6 +39,7 @@ print(chunk_text.__doc__.split(".")[0])
 		want := `['abcd', 'defg', 'ghij']
 ['abcde', 'fghij']
 ['abc'] []
+['abcdefghij', 'jklmnopqrs', 'stuvwxyz'] [] 3
 3 [10000, 10000, 6000] True
 ValueError: chunk_text() size must be positive, got 0
 ValueError: chunk_text() size must be positive, got -1
