@@ -310,3 +310,24 @@ func TestVariableEdgeValues(t *testing.T) {
 		}
 	})
 }
+
+// Empty bytes come back as an empty, non-nil []byte in both modes (direct
+// mode gave nil).
+func TestGetVariableEmptyBytes(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "")
+		exec(t, sb, "e = b''\nl = [b'', bytearray()]")
+		for _, name := range []string{"e", "l"} {
+			v, _, err := sb.GetVariable(context.Background(), name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l, ok := v.([]any); ok {
+				v = l[0]
+			}
+			if b, ok := v.([]byte); !ok || b == nil || len(b) != 0 {
+				t.Fatalf("%s: %#v, want []byte{}", name, v)
+			}
+		}
+	})
+}

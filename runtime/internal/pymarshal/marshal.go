@@ -158,7 +158,11 @@ func (d *decoder) body(code byte, depth int) any {
 		}
 		return complex(math.Float64frombits(binary.LittleEndian.Uint64(s)), math.Float64frombits(binary.LittleEndian.Uint64(s[8:])))
 	case 's':
-		return append([]byte(nil), d.take(d.count())...)
+		b := d.take(d.count())
+		if b == nil {
+			return nil
+		}
+		return append([]byte{}, b...) // b'' is an empty []byte, not nil, as from a worker
 	case 'u', 't', 'a', 'A':
 		return d.str(d.count())
 	case 'z', 'Z':
