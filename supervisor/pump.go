@@ -268,7 +268,9 @@ func awaitOutput(ctx context.Context, r *run) error {
 		p.abandon(fmt.Errorf("%w: %w", ErrCanceled, context.Cause(ctx)))
 	})
 	defer stop()
-	if r.wallTimeout > 0 {
+	if r.wallTimeout > 0 && !r.stopped() {
+		// A stopped run's callbacks have GracePeriod from the stop
+		// (pump.stop), WallTimeout's included.
 		t := time.AfterFunc(time.Until(r.start.Add(r.wallTimeout)), func() { p.abandon(r.wallErr()) })
 		defer t.Stop()
 	}

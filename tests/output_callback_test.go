@@ -189,6 +189,34 @@ func TestOutputAroundStop(t *testing.T) {
 	})
 }
 
+// WallTimeout, like Timeout, gives slow callbacks GracePeriod to catch up
+// (the wait for them once ended at the wall deadline, already past).
+func TestOutputAroundWallTimeout(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		var mu sync.Mutex
+		var got []string
+		sb := newSandbox(t, m, supervisor.Config{
+			WallTimeout: 300 * time.Millisecond, GracePeriod: 5 * time.Second,
+			OnStdout: func(l string) {
+				time.Sleep(50 * time.Millisecond) // a slow consumer, not synchronisation
+				mu.Lock()
+				got = append(got, l)
+				mu.Unlock()
+			},
+		}, "")
+		ce, err := executeBounded(t, context.Background(), sb,
+			"for i in range(10): print(i)\ntry:\n    while True: pass\nexcept KeyboardInterrupt:\n    print('bye')\n    raise")
+		if !errors.Is(err, supervisor.ErrTimeout) || ce == nil || ce.ErrorType != "KeyboardInterrupt" {
+			t.Fatalf("Execute: %v, %+v", err, ce)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) != 11 || got[10] != "bye" {
+			t.Fatalf("the callback got %q, want 0..9 and bye", got)
+		}
+	})
+}
+
 // Cancel, like the time limit, leaves the callbacks what the code prints
 // as it takes the interrupt, before Execute returns.
 func TestOutputAroundCancel(t *testing.T) {
