@@ -10,6 +10,8 @@ import (
 	"math/big"
 	"reflect"
 	"slices"
+	"strconv"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 
@@ -39,8 +41,10 @@ func convertValue(v any, depth int) (any, error) {
 		return nil, fmt.Errorf("value nested more than %d levels deep", maxValueDepth)
 	}
 	switch x := v.(type) {
-	case nil, string, []byte, bool, int64, float64, complex128, *big.Int, runtime.Set, runtime.Dict, runtime.Tuple:
+	case nil, string, []byte, bool, int64, float64, complex128, *big.Int, runtime.Set, runtime.Tuple:
 		return v, nil
+	case runtime.Dict:
+		return dictKeysHashable(x), nil
 	case complex64:
 		return complex128(x), nil
 	case big.Int:
@@ -191,6 +195,7 @@ var textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
 func keyedDict(rv reflect.Value, depth int) (any, error) {
 	out := make(runtime.Dict, 0, rv.Len())
 	strs := true
+	seen := make(map[string]any, rv.Len())
 	it := rv.MapRange() // MapIndex cannot find a NaN key
 	for it.Next() {
 		key, err := convertValue(it.Key().Interface(), depth+1)
@@ -199,6 +204,13 @@ func keyedDict(rv reflect.Value, depth int) (any, error) {
 		}
 		if keyRank(key) < 0 {
 			return nil, fmt.Errorf("a map key of type %T cannot be a Python dict key", it.Key().Interface())
+		}
+		if f, ok := key.(float64); !ok || !math.IsNaN(f) { // NaN is never equal, not even to itself
+			pk := pyKey(key)
+			if other, dup := seen[pk]; dup {
+				return nil, fmt.Errorf("map keys %#v and %#v are one Python dict key (Python compares True, 1 and 1.0 equal)", other, it.Key().Interface())
+			}
+			seen[pk] = it.Key().Interface()
 		}
 		c, err := convertValue(it.Value().Interface(), depth+1)
 		if err != nil {
@@ -217,6 +229,71 @@ func keyedDict(rv reflect.Value, depth int) (any, error) {
 	}
 	slices.SortStableFunc(out, func(a, b runtime.Item) int { return compareKeys(a.Key, b.Key) })
 	return out, nil
+}
+
+// dictKeysHashable is d with its list keys as tuples: GetVariable gives a
+// tuple as a []any, and a dict with tuple keys would otherwise not go back
+// in (a list cannot be a dict key, so nothing else is meant).
+func dictKeysHashable(d runtime.Dict) runtime.Dict {
+	for i, it := range d {
+		if _, ok := it.Key.([]any); ok {
+			out := slices.Clone(d)
+			for j := i; j < len(out); j++ {
+				out[j].Key = tupleKey(out[j].Key)
+			}
+			return out
+		}
+	}
+	return d
+}
+
+// tupleKey is k with its lists, at any depth, as tuples.
+func tupleKey(k any) any {
+	l, ok := k.([]any)
+	if !ok {
+		return k
+	}
+	t := make(runtime.Tuple, len(l))
+	for i, e := range l {
+		t[i] = tupleKey(e)
+	}
+	return t
+}
+
+// pyKey is a converted map key as Python compares dict keys: True, 1, 1.0
+// and 1+0j are one key. Two keys with the same pyKey would be merged by
+// Python, keeping one of them by chance (a Go map has no order).
+func pyKey(k any) string {
+	switch x := k.(type) {
+	case bool:
+		return "n" + strconv.Itoa(b2i(x))
+	case int64:
+		return "n" + strconv.FormatInt(x, 10)
+	case *big.Int:
+		return "n" + x.String()
+	case float64:
+		if !math.IsInf(x, 0) && !math.IsNaN(x) && x == math.Trunc(x) {
+			b, _ := new(big.Float).SetFloat64(x).Int(nil)
+			return "n" + b.String()
+		}
+		return "f" + strconv.FormatFloat(x, 'g', -1, 64)
+	case complex128:
+		if imag(x) == 0 {
+			return pyKey(real(x))
+		}
+		return "c" + fmt.Sprint(x)
+	case string:
+		return "s" + x
+	case []byte:
+		return "b" + string(x)
+	case runtime.Tuple:
+		parts := make([]string, len(x))
+		for i, e := range x {
+			parts[i] = strconv.Quote(pyKey(e))
+		}
+		return "t(" + strings.Join(parts, ",") + ")"
+	}
+	return fmt.Sprintf("?%v", k)
 }
 
 // keyRank orders converted map keys by kind (-1: not hashable in Python).

@@ -165,9 +165,28 @@ func TestSetVariableMapKeys(t *testing.T) {
 		if ce.Stdout != want || ce.Error != "" {
 			t.Fatalf("stdout %q (%s), want %q", ce.Stdout, ce.Error, want)
 		}
-		// A key Python cannot hash is an error, not a panic.
+		// A key Python cannot hash is an error, not a panic, and so are keys
+		// Python would merge, keeping one by chance.
 		if err := sb.SetVariable(ctx, "bad", map[any]any{[2]int{1, 2}: "t"}); err == nil || !strings.Contains(err.Error(), "dict key") {
 			t.Fatalf("SetVariable of an array key: %v", err)
+		}
+		for _, dup := range []any{map[any]any{true: "T", 1: "one"}, map[any]any{1: "a", 1.0: "b"}, map[any]any{int8(7): "a", uint16(7): "b"}} {
+			if err := sb.SetVariable(ctx, "bad", dup); err == nil || !strings.Contains(err.Error(), "one Python dict key") {
+				t.Fatalf("SetVariable(%v): %v", dup, err)
+			}
+		}
+		// A dict with tuple keys goes back in as GetVariable gave it (its
+		// tuples as []any).
+		exec(t, sb, "v = {(1, (2, 'x')): 'a', 3: 'b'}")
+		got, _, err := sb.GetVariable(ctx, "v")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sb.SetVariable(ctx, "w", got); err != nil {
+			t.Fatalf("SetVariable(%#v): %v", got, err)
+		}
+		if ce := exec(t, sb, "print(w == v)"); ce.Stdout != "True\n" {
+			t.Fatalf("round trip: %+v", ce)
 		}
 	})
 }
