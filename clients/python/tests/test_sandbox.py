@@ -143,6 +143,29 @@ class SandboxTest(unittest.TestCase):
             sb.client._dispatch({"jsonrpc": "2.0", "method": "cancel_request", "params": {"id": "answered"}})
             self.assertEqual((sb.client._answering, sb.client._canceled_bridge), (set(), set()))
 
+    def test_cancel_from_an_output_callback(self):
+        # Output callbacks run on the client's reader thread: cancel() works
+        # there (sent without waiting for its answer); another call raises
+        # instead of waiting forever for an answer only that thread reads.
+        seen = []
+
+        def on_stdout(line):
+            seen.append(line)
+            if line == "STOP":
+                try:
+                    sb.get_variable("x")
+                except SandboxError as e:
+                    seen.append(e.kind)
+                sb.cancel()
+
+        with Sandbox(binary=BIN, timeout=0, on_stdout=on_stdout) as sb:
+            r = sb.execute("x = 1\nprint('STOP')\nwhile True: pass")
+            self.assertTrue(r.canceled)
+            self.assertEqual(r.error_type, "KeyboardInterrupt")
+            self.assertEqual(seen, ["STOP", "deadlock"])
+            self.assertEqual(sb.execute("print(x)").stdout, "1\n")
+            self.assertEqual(sb.client.call("version")["protocol"], 1)
+
     def test_cancel_when_idle_is_a_no_op(self):
         with Sandbox(binary=BIN) as sb:
             sb.cancel()

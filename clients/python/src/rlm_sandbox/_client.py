@@ -347,6 +347,21 @@ class Client:
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params:
             message["params"] = params
+        if threading.current_thread() is self._reader:
+            # An on_stdout/on_stderr callback runs on the thread that reads
+            # the server's answers: waiting here for one would wait forever.
+            if method == "cancel":
+                # Sent as a notification: nothing to wait for (the server
+                # carries out a request without an id, and answers none).
+                self._send(message)
+                return None
+            raise SandboxError(
+                None,
+                "deadlock",
+                "%s called from an on_stdout/on_stderr callback, which runs on the client's reader thread, "
+                "would wait forever for an answer only that thread reads; cancel() works there, "
+                "anything else must be handed to another thread" % method,
+            )
         request_id = next(self._ids)
         message["id"] = request_id
         data = _encode(message)  # refuses what JSON cannot carry before anything is sent
@@ -664,7 +679,11 @@ class Sandbox:
       on their own threads, in a copy of the `contextvars` context of the
       thread that called `execute` (so `dspy.context(...)` reaches them).
     - `on_stdout(line)`, `on_stderr(line)`: called with each line while the
-      code runs (the full output is also in the `Result`).
+      code runs (the full output is also in the `Result`), on the thread
+      that reads the server's answers: keep them quick. `cancel()` may be
+      called from them (to stop code whose output says it should stop);
+      any other call of the client raises `SandboxError` (kind
+      "deadlock"): hand that work to another thread.
     - `direct`, `index_url`: passed to `create` as they are.
     - `binary`, `client`: which server (see above).
     """
@@ -791,7 +810,8 @@ class Sandbox:
 
     def cancel(self) -> None:
         """Interrupt the code running now (it gets KeyboardInterrupt); safe
-        to call from any thread, a no-op when nothing runs."""
+        to call from any thread, an output callback's included, a no-op
+        when nothing runs."""
         self.client.call("cancel", sandbox=self.id)
 
     def restart(self) -> None:
