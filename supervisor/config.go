@@ -185,11 +185,13 @@ type Config struct {
 	// once when the execution's context is done or the sandbox destroyed,
 	// the lines not yet handed to them are dropped (the CodeExecution
 	// keeps them all the same), and a call in progress is no longer waited
-	// for: it runs on, and gets nothing more. An execution whose code
-	// returned, but whose callbacks had not had every line when its
-	// context ended, its WallTimeout passed, or Cancel or Destroy came,
-	// returns its CodeExecution with an error matching ErrCanceled,
-	// ErrTimeout or ErrDestroyed. A callback that calls its own sandbox
+	// for: it runs on, and gets nothing more. Once the code has returned,
+	// the wait for the callbacks counts against Timeout too (they then
+	// get GracePeriod), and WallTimeout bounds it: an execution whose
+	// code returned, but whose callbacks had not had every line when its
+	// time was up, its context ended, or Cancel or Destroy came, returns
+	// its CodeExecution with an error matching ErrTimeout, ErrCanceled or
+	// ErrDestroyed. A callback that calls its own sandbox
 	// (Execute, GetVariable) waits for the execution that called it: give
 	// that call a context that ends.
 	OnStdout, OnStderr func(line string)

@@ -257,8 +257,12 @@ func newStreams(cfg Config) (*execStreams, *pump) {
 
 // awaitOutput waits, once the code of the run r has returned and its
 // streams are flushed (outputCollector.String), for the output callbacks
-// to have had every line, unless ctx ends first, the run's WallTimeout
-// passes, or Cancel or Destroy abandons the pump (see pump.finish).
+// to have had every line, unless ctx ends first, the run's time is up,
+// or Cancel or Destroy abandons the pump (see pump.finish). The time: the
+// wait counts against Timeout, as the code's writes that wait for the
+// callbacks do, and the callbacks then get GracePeriod, as after a stop;
+// WallTimeout bounds it too. (A stopped run's callbacks have GracePeriod
+// from the stop: pump.stop.)
 func awaitOutput(ctx context.Context, r *run) error {
 	p := r.out
 	if p == nil {
@@ -268,9 +272,16 @@ func awaitOutput(ctx context.Context, r *run) error {
 		p.abandon(fmt.Errorf("%w: %w", ErrCanceled, context.Cause(ctx)))
 	})
 	defer stop()
-	if r.wallTimeout > 0 && !r.stopped() {
-		// A stopped run's callbacks have GracePeriod from the stop
-		// (pump.stop), WallTimeout's included.
+	if r.stopped() {
+		return p.finish()
+	}
+	if limit, used := r.clock.budget(); limit > 0 {
+		t := time.AfterFunc(max(limit-used, 0)+r.grace, func() {
+			p.abandon(fmt.Errorf("%w (ran Python for %v, the wait for the output callbacks included)", ErrTimeout, limit))
+		})
+		defer t.Stop()
+	}
+	if r.wallTimeout > 0 {
 		t := time.AfterFunc(time.Until(r.start.Add(r.wallTimeout)), func() { p.abandon(r.wallErr()) })
 		defer t.Stop()
 	}

@@ -272,6 +272,14 @@ func (c *pyClock) leave() {
 	}
 }
 
+// budget returns the limit (0: none) and the Python time used, once the
+// clock is stopped.
+func (c *pyClock) budget() (limit, used time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.limit, c.used
+}
+
 // stop stops the timer and returns the Python time so far.
 func (c *pyClock) stop() time.Duration {
 	c.mu.Lock()

@@ -91,6 +91,9 @@ func TestStuckOutputCallback(t *testing.T) {
 		{"returned, context", returned, 0, 0, true, false, supervisor.ErrCanceled},
 		{"returned, Cancel", returned, 0, 0, false, true, supervisor.ErrCanceled},
 		{"returned, WallTimeout", returned, 0, time.Second, false, false, supervisor.ErrTimeout},
+		// The wait counts against the time limit, as a write that waits
+		// for the callbacks does: the default configuration cannot hang.
+		{"returned, Timeout", returned, time.Second, 0, false, false, supervisor.ErrTimeout},
 	}
 	forEachMode(t, func(t *testing.T, m mode) {
 		for _, tc := range cases {
