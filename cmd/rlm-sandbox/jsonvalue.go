@@ -28,7 +28,9 @@ func parseValue(data []byte) (any, error) {
 // ("(1+2j)", "nan", "inf", "-inf").
 func toJSON(v any) any {
 	switch x := v.(type) {
-	case nil, bool, string, int64, *big.Int:
+	case string:
+		return surrogatesReplaced(x)
+	case nil, bool, int64, *big.Int:
 		return x
 	case float64:
 		switch {
@@ -88,11 +90,32 @@ func toJSONList(x []any) []any {
 	return out
 }
 
+// surrogatesReplaced is s, a Python str, with each lone surrogate (which
+// the guest writes as its three bytes of UTF-8, "surrogatepass") as one
+// U+FFFD, as the str has one character there: encoding/json would write
+// one per byte.
+func surrogatesReplaced(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		if i+2 < len(s) && s[i] == 0xED && s[i+1] >= 0xA0 && s[i+1] <= 0xBF && s[i+2] >= 0x80 && s[i+2] <= 0xBF {
+			b.WriteRune(utf8.RuneError)
+			i += 3
+			continue
+		}
+		b.WriteByte(s[i])
+		i++
+	}
+	return b.String()
+}
+
 // jsonKey is the object key json.dumps gives a dict key.
 func jsonKey(k any) string {
 	switch x := k.(type) {
 	case string:
-		return x
+		return surrogatesReplaced(x)
 	case nil:
 		return "null"
 	case bool:

@@ -144,12 +144,15 @@ func TestJSONValues(t *testing.T) {
 		"cplx":  complex(1, -2),
 		"imag":  complex(0, 3),
 		"big":   big,
+		// 'a\udc80b' (the guest's surrogatepass UTF-8): one character,
+		// one U+FFFD; an invalid byte, one each.
+		"surr": "a\xed\xb2\x80b\xff\xfe",
 	}
 	b, err := json.Marshal(toJSON(py))
 	if err != nil {
 		t.Fatal(err)
 	}
-	const wantJSON = `{"big":123456789012345678901234567890,"bytes":"h�i","cplx":"(1-2j)","dict":{"1":true,"null":1.5,"[1,2]":"t"},"imag":"3j","inf":"-inf","nan":"nan","set":[2],"tuple":[1,"a"]}`
+	const wantJSON = `{"big":123456789012345678901234567890,"bytes":"h�i","cplx":"(1-2j)","dict":{"1":true,"null":1.5,"[1,2]":"t"},"imag":"3j","inf":"-inf","nan":"nan","set":[2],"surr":"a�b\ufffd\ufffd","tuple":[1,"a"]}`
 	if string(b) != wantJSON {
 		t.Fatalf("got  %s\nwant %s", b, wantJSON)
 	}
