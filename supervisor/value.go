@@ -24,8 +24,9 @@ const maxValueDepth = jsonvalue.MaxDepth
 
 // pythonValue converts a JSON-like Go value to the types the runtime
 // passes to Python: strings, []byte, bools, nil, int64, *big.Int, float64,
-// complex128 (complex64 widened), []any, map[string]any and the runtime's Set, Tuple and Dict stay as they
-// are; json.Number becomes an int or a float; other slices, arrays and maps
+// complex128 (complex64 widened), []any, map[string]any and the runtime's
+// Set, Tuple and Dict (its list keys as tuples) stay as they are;
+// json.Number becomes an int or a float; other slices, arrays and maps
 // with string keys are converted element by element, and maps with number,
 // bool or interface keys become a runtime.Dict with those keys (see
 // keyedDict); a big.Int value is a *big.Int; anything else that
