@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rlm-sandbox/rlm-sandbox/internal/jsonvalue"
+	"github.com/rlm-sandbox/rlm-sandbox/internal/pytext"
 	"github.com/rlm-sandbox/rlm-sandbox/runtime"
 )
 
@@ -45,7 +46,7 @@ func toJSON(v any) any {
 	case complex128:
 		return pyComplexRepr(x)
 	case []byte:
-		return strings.ToValidUTF8(string(x), "\uFFFD")
+		return pytext.Replace(string(x))
 	case []any:
 		return toJSONList(x)
 	case runtime.Tuple:
@@ -192,13 +193,9 @@ func pyFloatRepr(x float64) string {
 }
 
 // text makes file contents a Python str: invalid UTF-8 is replaced with
-// U+FFFD rather than refused, so any file can be a context.
-func text(b []byte) string {
-	if utf8.Valid(b) {
-		return string(b)
-	}
-	return strings.ToValidUTF8(string(b), "\uFFFD")
-}
+// U+FFFD rather than refused, so any file can be a context, as Python's
+// decode("utf-8", "replace") would (the same character offsets).
+func text(b []byte) string { return pytext.Replace(string(b)) }
 
 // jsonObject is a JSON object whose members keep their order.
 type jsonObject []jsonMember

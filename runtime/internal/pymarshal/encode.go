@@ -7,8 +7,8 @@ import (
 	"math/big"
 	"reflect"
 	"sort"
-	"strings"
-	"unicode/utf8"
+
+	"github.com/rlm-sandbox/rlm-sandbox/internal/pytext"
 )
 
 // Encode writes v in marshal format. It accepts nil, bool, every Go integer
@@ -177,9 +177,4 @@ func (e *encoder) any(v any, depth int) error {
 
 // Text returns s as a Python str holds it: text, so bytes that are not
 // UTF-8 become U+FFFD, as Python's own "replace" decoding does.
-func Text(s string) string {
-	if !utf8.ValidString(s) {
-		return strings.ToValidUTF8(s, "\uFFFD")
-	}
-	return s
-}
+func Text(s string) string { return pytext.Replace(s) }
