@@ -177,21 +177,22 @@ type Config struct {
 	// rlm_query) waits until the callbacks have had what the code wrote
 	// before it. Execute returns once they have had every line.
 	//
-	// When the execution is stopped (Timeout, WallTimeout, Cancel), writes
-	// no longer wait: the callbacks still get what the code writes while
-	// the queue holds less than 1 MiB (what it wrote before the stop, what
-	// it prints as it takes the interrupt), and none of the rest. They get
-	// GracePeriod to catch up, as the code gets it to return; then, or at
-	// once when the execution's context is done or the sandbox destroyed,
-	// the lines not yet handed to them are dropped (the CodeExecution
-	// keeps them all the same), and a call in progress is no longer waited
-	// for: it runs on, and gets nothing more. Once the code has returned,
-	// the wait for the callbacks counts against Timeout too (they then
-	// get GracePeriod), and WallTimeout bounds it: an execution whose
-	// code returned, but whose callbacks had not had every line when its
-	// time was up, its context ended, or Cancel or Destroy came, returns
-	// its CodeExecution with an error matching ErrTimeout, ErrCanceled or
-	// ErrDestroyed. A callback that calls its own sandbox
+	// When the execution is stopped (Timeout, WallTimeout, its context,
+	// Cancel), writes no longer wait: the callbacks still get what the
+	// code writes while the queue holds less than 1 MiB (what it wrote
+	// before the stop, what it prints as it takes the interrupt), and none
+	// of the rest. They get GracePeriod to catch up, as the code gets it
+	// to return; then, or at once when the sandbox is destroyed, the lines
+	// not yet handed to them are dropped (the CodeExecution keeps them all
+	// the same), and a call in progress is no longer waited for: it runs
+	// on, and gets nothing more. Once the code has returned unstopped, the
+	// wait for the callbacks counts against Timeout too (they then get
+	// GracePeriod), WallTimeout bounds it, and the end of the context,
+	// Cancel or Destroy ends it at once: an execution whose callbacks had
+	// not had every line then returns its CodeExecution with an error
+	// matching ErrTimeout, ErrCanceled or ErrDestroyed. Time the code
+	// spends waiting for the callbacks (a slow consumer of its output) is
+	// Python time, as it was when they ran on the code's path. A callback that calls its own sandbox
 	// (Execute, GetVariable) waits for the execution that called it: give
 	// that call a context that ends.
 	OnStdout, OnStderr func(line string)

@@ -257,24 +257,28 @@ func newStreams(cfg Config) (*execStreams, *pump) {
 
 // awaitOutput waits, once the code of the run r has returned and its
 // streams are flushed (outputCollector.String), for the output callbacks
-// to have had every line, unless ctx ends first, the run's time is up,
-// or Cancel or Destroy abandons the pump (see pump.finish). The time: the
-// wait counts against Timeout, as the code's writes that wait for the
-// callbacks do, and the callbacks then get GracePeriod, as after a stop;
-// WallTimeout bounds it too. (A stopped run's callbacks have GracePeriod
-// from the stop: pump.stop.)
+// to have had every line. A stopped run's callbacks (by Timeout,
+// WallTimeout, Cancel or its context) have GracePeriod from the stop
+// (pump.stop), or until Destroy. Otherwise the wait ends when ctx ends,
+// the run's time is up, or Cancel or Destroy abandons the pump (see
+// pump.finish). The time: the wait counts against Timeout, as the code's
+// writes that wait for the callbacks do, and the callbacks then get
+// GracePeriod, as after a stop; WallTimeout bounds it too.
 func awaitOutput(ctx context.Context, r *run) error {
 	p := r.out
 	if p == nil {
 		return nil
 	}
+	if r.stopped() {
+		// Its context included: a caller that ends its context (a
+		// Ctrl-C) still gets what the code printed as it took the
+		// interrupt, as after Cancel.
+		return p.finish()
+	}
 	stop := context.AfterFunc(ctx, func() {
 		p.abandon(fmt.Errorf("%w: %w", ErrCanceled, context.Cause(ctx)))
 	})
 	defer stop()
-	if r.stopped() {
-		return p.finish()
-	}
 	if limit, used := r.clock.budget(); limit > 0 {
 		t := time.AfterFunc(max(limit-used, 0)+r.grace, func() {
 			p.abandon(fmt.Errorf("%w (ran Python for %v, the wait for the output callbacks included)", ErrTimeout, limit))

@@ -89,9 +89,7 @@ func newRun(ctx context.Context, cfg Config, h runHooks, out *pump) *run {
 		r.wall = time.AfterFunc(cfg.WallTimeout, func() { r.stop(r.wallErr()) })
 	}
 	r.stopCtx = context.AfterFunc(ctx, func() {
-		why := fmt.Errorf("%w: %w", ErrCanceled, context.Cause(ctx))
-		r.stop(why)
-		r.out.abandon(why) // the caller waits no more for its callbacks
+		r.stop(fmt.Errorf("%w: %w", ErrCanceled, context.Cause(ctx)))
 	})
 	return r
 }

@@ -220,37 +220,48 @@ func TestOutputAroundWallTimeout(t *testing.T) {
 	})
 }
 
-// Cancel, like the time limit, leaves the callbacks what the code prints
-// as it takes the interrupt, before Execute returns.
+// Cancel and the end of the execution's context (the command line's
+// Ctrl-C), like the time limit, leave the callbacks what the code prints as
+// it takes the interrupt, before Execute returns.
 func TestOutputAroundCancel(t *testing.T) {
-	forEachMode(t, func(t *testing.T, m mode) {
-		var mu sync.Mutex
-		var got []string
-		started := make(chan struct{}, 1)
-		sb := newSandbox(t, m, supervisor.Config{OnStdout: func(l string) {
-			mu.Lock()
-			got = append(got, l)
-			mu.Unlock()
-			if l == "started" {
-				started <- struct{}{}
-			}
-		}}, "")
-		done := make(chan result, 1)
-		go func() {
-			ce, err := sb.Execute(context.Background(),
-				"print('started')\ntry:\n    while True: pass\nexcept KeyboardInterrupt:\n    print('bye')\n    raise")
-			done <- result{ce, err}
-		}()
-		<-started
-		sb.Cancel()
-		r := wait(t, done)
-		mu.Lock()
-		defer mu.Unlock()
-		if !errors.Is(r.err, supervisor.ErrCanceled) || r.ce == nil || r.ce.Stdout != "started\nbye\n" ||
-			!slices.Equal(got, []string{"started", "bye"}) {
-			t.Fatalf("Execute: %v, %+v; the callback got %q", r.err, r.ce, got)
-		}
-	})
+	for _, how := range []string{"Cancel", "context"} {
+		t.Run(how, func(t *testing.T) {
+			forEachMode(t, func(t *testing.T, m mode) {
+				var mu sync.Mutex
+				var got []string
+				started := make(chan struct{}, 1)
+				sb := newSandbox(t, m, supervisor.Config{OnStdout: func(l string) {
+					mu.Lock()
+					got = append(got, l)
+					mu.Unlock()
+					if l == "started" {
+						started <- struct{}{}
+					}
+				}}, "")
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				done := make(chan result, 1)
+				go func() {
+					ce, err := sb.Execute(ctx,
+						"print('started')\ntry:\n    while True: pass\nexcept KeyboardInterrupt:\n    print('bye')\n    raise")
+					done <- result{ce, err}
+				}()
+				<-started
+				if how == "Cancel" {
+					sb.Cancel()
+				} else {
+					cancel()
+				}
+				r := wait(t, done)
+				mu.Lock()
+				defer mu.Unlock()
+				if !errors.Is(r.err, supervisor.ErrCanceled) || r.ce == nil || r.ce.Stdout != "started\nbye\n" ||
+					!slices.Equal(got, []string{"started", "bye"}) {
+					t.Fatalf("Execute: %v, %+v; the callback got %q", r.err, r.ce, got)
+				}
+			})
+		})
+	}
 }
 
 // A Cancel that comes as Execute starts either interrupts the code or does
