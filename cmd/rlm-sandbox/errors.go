@@ -37,7 +37,15 @@ func usageErrorf(format string, args ...any) error {
 // signalError reports that a signal ended the command.
 type signalError struct{ sig os.Signal }
 
-func (e *signalError) Error() string { return "interrupted by " + e.sig.String() }
+func (e *signalError) Error() string {
+	switch e.sig {
+	case os.Interrupt:
+		return "interrupted (Ctrl-C, SIGINT)"
+	case syscall.SIGTERM:
+		return "terminated (SIGTERM)"
+	}
+	return "ended by signal " + e.sig.String()
+}
 
 // Kinds of error: the exit status of the CLI and the error data of
 // `serve` both derive from them, here and nowhere else.

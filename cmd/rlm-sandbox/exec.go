@@ -47,7 +47,12 @@ byte order mark dropped, or the coding a PEP 263 declaration names
 SyntaxError, and then none of the code runs.
 
 Python's stdout and stderr stream to this command's stdout and stderr as
-they are written; an exception prints its traceback to stderr. With --json,
+they are written; an exception prints its traceback to stderr. The code
+may run up to 1 MiB ahead of a slow reader of this command's output;
+past that it waits for the reader, and that wait counts against
+--timeout, as the time of a native script blocked on its output would
+(so "exec big.py | less" times out while less is not read). After a
+timeout or Ctrl-C, the output past that 1 MiB is not shown. With --json,
 each block prints instead one JSON object (one line) with its stdout,
 stderr, error ("Type: message" or null), error_type, traceback,
 duration_ms, python_duration_ms, bridge_calls, timed_out and truncated.
@@ -73,7 +78,8 @@ Exit status: 0 success, 1 the code raised an exception, 2 usage error,
 3 the sandbox failed, 124 timeout (--timeout or --wall-timeout), 130
 interrupted by Ctrl-C (the first interrupts the code, a second ends the
 command at once), 143 ended by SIGTERM (the code is interrupted first), N
-the code called sys.exit(N) or os._exit(N).`,
+the code called sys.exit(N) or os._exit(N); a reader that closes this
+command's output (| head -1) ends it with SIGPIPE (141 in a shell).`,
 		Example: `  rlm-sandbox exec -c 'print(6*7)'
   rlm-sandbox exec script.py --context-file big.txt --timeout 10s
   seq 100 | rlm-sandbox exec --context-file - -c 'print(sum(map(int, context.split())))'
