@@ -96,7 +96,7 @@ func TestCLIExecContext(t *testing.T) {
 		{name: "--context-file, invalid UTF-8", stdin: "a\xffb", args: []string{"exec", "--context-file", "-", "-c", "print(ascii(context))"}, out: "'a\\ufffdb'\n"},
 		// As Python's decode("utf-8", "replace"): one U+FFFD per byte of
 		// a run of bad bytes, one for a truncated character.
-		{name: "--context-file, invalid runs", stdin: "\xff\xfe|\xe2\x82|\xed\xb2\x80", args: []string{"exec", "--context-file", "-", "-c", "print(ascii(context))"},
+		{name: "--context-file, invalid runs", stdin: "\xff\xfe|\xe2\x82|\xf0\x80\x80", args: []string{"exec", "--context-file", "-", "-c", "print(ascii(context))"},
 			out: "'\\ufffd\\ufffd|\\ufffd|\\ufffd\\ufffd\\ufffd'\n"},
 		{name: "--context-json", args: []string{"exec", "--context-json", `{"n": 12345678901234567890123, "xs": [1, 2.5, null, true, "s"]}`,
 			"-c", "print(type(context).__name__, context['n'] + 1, context['xs'])"},

@@ -7,7 +7,6 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/rlm-sandbox/rlm-sandbox/internal/jsonvalue"
 	"github.com/rlm-sandbox/rlm-sandbox/internal/pytext"
@@ -30,7 +29,7 @@ func parseValue(data []byte) (any, error) {
 func toJSON(v any) any {
 	switch x := v.(type) {
 	case string:
-		return surrogatesReplaced(x)
+		return pytext.Replace(x) // a lone surrogate's bytes: one U+FFFD
 	case nil, bool, int64, *big.Int:
 		return x
 	case float64:
@@ -91,32 +90,11 @@ func toJSONList(x []any) []any {
 	return out
 }
 
-// surrogatesReplaced is s, a Python str, with each lone surrogate (which
-// the guest writes as its three bytes of UTF-8, "surrogatepass") as one
-// U+FFFD, as the str has one character there: encoding/json would write
-// one per byte.
-func surrogatesReplaced(s string) string {
-	if utf8.ValidString(s) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		if i+2 < len(s) && s[i] == 0xED && s[i+1] >= 0xA0 && s[i+1] <= 0xBF && s[i+2] >= 0x80 && s[i+2] <= 0xBF {
-			b.WriteRune(utf8.RuneError)
-			i += 3
-			continue
-		}
-		b.WriteByte(s[i])
-		i++
-	}
-	return b.String()
-}
-
 // jsonKey is the object key json.dumps gives a dict key.
 func jsonKey(k any) string {
 	switch x := k.(type) {
 	case string:
-		return surrogatesReplaced(x)
+		return pytext.Replace(x)
 	case nil:
 		return "null"
 	case bool:

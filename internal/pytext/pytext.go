@@ -13,6 +13,12 @@ import (
 // continuation bytes that could still have completed it), the Unicode
 // Standard's recommended practice. strings.ToValidUTF8 gives one for a
 // whole run of bad bytes, and Go's decoder one for each byte.
+//
+// One exception: the three bytes of an encoded surrogate (ED A0..BF
+// 80..BF), which Python decodes as three U+FFFD, are one here. Such bytes
+// come from a Python str holding a lone surrogate (os.fsdecode makes
+// them), which the guest writes "surrogatepass": one character, which
+// stays one.
 func Replace(s string) string {
 	if utf8.ValidString(s) {
 		return s
@@ -27,6 +33,10 @@ func Replace(s string) string {
 			continue
 		}
 		b.WriteRune(utf8.RuneError)
+		if surrogate(s[i:]) {
+			i += 3
+			continue
+		}
 		i += maximalSubpart(s[i:])
 	}
 	return b.String()
@@ -67,4 +77,9 @@ func maximalSubpart(s string) int {
 		n++
 	}
 	return n
+}
+
+// surrogate reports whether s starts with an encoded surrogate.
+func surrogate(s string) bool {
+	return len(s) >= 3 && s[0] == 0xED && s[1] >= 0xA0 && s[1] <= 0xBF && s[2] >= 0x80 && s[2] <= 0xBF
 }
