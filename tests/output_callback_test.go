@@ -87,7 +87,7 @@ func TestStuckOutputCallback(t *testing.T) {
 		{"writing, Cancel", flood, 0, 0, false, true, supervisor.ErrCanceled},
 		// Empty lines count against the limit too (they once did not,
 		// and the code queued them all, then Execute waited for them).
-		{"empty lines, Timeout", "print('block')\nprint('\\n' * 3_000_000)", time.Second, 0, false, false, supervisor.ErrTimeout},
+		{"empty lines, Timeout", "print('block')\nfor _ in range(200_000): print()", time.Second, 0, false, false, supervisor.ErrTimeout},
 		{"returned, context", returned, 0, 0, true, false, supervisor.ErrCanceled},
 		{"returned, Cancel", returned, 0, 0, false, true, supervisor.ErrCanceled},
 		{"returned, WallTimeout", returned, 0, time.Second, false, false, supervisor.ErrTimeout},
@@ -128,6 +128,11 @@ func TestStuckOutputCallback(t *testing.T) {
 				}
 				if tc.code == returned && ce.Stdout != "block\nend\n" {
 					t.Errorf("Stdout %q, want the code's two lines", ce.Stdout)
+				}
+				if tc.code != returned && ce.ErrorType != "KeyboardInterrupt" {
+					// The writes waited for the callbacks until the stop:
+					// the code did not run to its end.
+					t.Errorf("the code ran to its end (%+v): its writes did not wait", ce)
 				}
 				// The sandbox is whole, in the same worker, and the next
 				// execution's callbacks get its lines.
