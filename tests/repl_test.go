@@ -155,6 +155,20 @@ func TestReplTerminal(t *testing.T) {
 	term.typeIn("kept + 1\r")
 	term.expect("42\r\n>>> ")
 
+	// A Ctrl-C that the code catches prints no KeyboardInterrupt.
+	term.typeIn("try:\r")
+	term.expect("... ")
+	term.typeIn("    print('waiting'); sum(1 for _ in iter(int, 1))\r")
+	term.expect("... ")
+	term.typeIn("except KeyboardInterrupt:\r")
+	term.expect("... ")
+	term.typeIn("    print('handled')\r")
+	term.expect("... ")
+	term.typeIn("\r")
+	term.expect("waiting\r\n")
+	term.typeIn("\x03")
+	term.expect("handled\r\n>>> ")
+
 	// Ctrl-C at the prompt discards the block being typed.
 	term.typeIn("for i in range(3):\r")
 	term.expect("... ")

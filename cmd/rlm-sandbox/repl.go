@@ -241,9 +241,13 @@ wait:
 		return errEndSession
 	}
 	if ce := res.ce; ce != nil {
-		if ce.Traceback != "" {
+		switch {
+		case ce.Traceback != "":
 			io.WriteString(r.ios.ErrOut, withNewline(ce.Traceback))
-		} else if res.err != nil && ce.ErrorType != "" {
+		case errorKind(res.err) == kindCanceled:
+			// A Ctrl-C that the code caught (it returned without an
+			// exception): CPython's prompt prints nothing either.
+		case res.err != nil && ce.ErrorType != "":
 			fmt.Fprintln(r.ios.ErrOut, ce.ErrorType)
 		}
 	}
