@@ -78,13 +78,6 @@ func (d *direct) acquire(ctx context.Context) error {
 
 func (d *direct) release() { <-d.sem }
 
-// destroyed reports whether Destroy was called.
-func (d *direct) destroyed() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.closed
-}
-
 func (d *direct) usable() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -179,7 +172,7 @@ func (d *direct) underRun(ctx context.Context, what string, f func() error) erro
 	switch {
 	case killed:
 		return fmt.Errorf("supervisor: %s: %w (%s, and was killed; the sandbox is dead: %w)", what, why, r.killReason(), d.usable())
-	case err == nil && d.destroyed():
+	case err == nil && d.usable() == ErrDestroyed:
 		// Destroy came while f ran: what f did is gone with the
 		// interpreter, as a worker's is (whose reply never comes).
 		return fmt.Errorf("supervisor: %s: %w", what, ErrDestroyed)
@@ -339,12 +332,7 @@ func (d *direct) markDead(err error) {
 }
 
 func (d *direct) Cancel() {
-	if r := d.running.Load(); r != nil && r.stopRunning(ErrCanceled) {
-		return // the output callbacks get GracePeriod to catch up
-	}
-	// No code runs. A pump is published once its run is: the code has
-	// returned, and its output callbacks may still be at work.
-	d.output.Load().abandon(ErrCanceled)
+	cancelExecution(d.running.Load(), d.output.Load())
 }
 
 func (d *direct) Destroy() error {

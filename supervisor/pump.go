@@ -158,9 +158,7 @@ func (p *pump) flush() error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for (len(p.queue) > 0 || p.busy) && p.gone == nil {
-		p.room.Wait()
-	}
+	p.waitDrained(false)
 	return p.gone
 }
 
@@ -174,10 +172,17 @@ func (p *pump) catchUp() bool {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for (len(p.queue) > 0 || p.busy) && p.gone == nil && !p.stopping {
+	p.waitDrained(true)
+	return p.gone == nil && !p.stopping
+}
+
+// waitDrained waits, under p.mu, until nothing is queued or being
+// delivered, or the pump is abandoned, or, with orStopped, the execution
+// is stopped.
+func (p *pump) waitDrained(orStopped bool) {
+	for (len(p.queue) > 0 || p.busy) && p.gone == nil && !(orStopped && p.stopping) {
 		p.room.Wait()
 	}
-	return p.gone == nil && !p.stopping
 }
 
 // stop says the execution was stopped for why: writes wait no more, and

@@ -128,6 +128,18 @@ func (r *run) stopRunning(why error) bool {
 	return true
 }
 
+// cancelExecution is Cancel for a sandbox whose Execute in progress, if
+// any, is the run r, whose output callbacks run on out: it stops r while
+// its code runs (the callbacks then get GracePeriod to catch up), else
+// abandons out, which is published only once its run is: the code has
+// returned, and its callbacks may still be at work.
+func cancelExecution(r *run, out *pump) {
+	if r != nil && r.stopRunning(ErrCanceled) {
+		return
+	}
+	out.abandon(ErrCanceled)
+}
+
 // stopped reports whether the run has been stopped.
 func (r *run) stopped() bool {
 	r.mu.Lock()

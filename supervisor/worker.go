@@ -887,12 +887,7 @@ func (s *workerSandbox) Stats(ctx context.Context) (Stats, error) {
 }
 
 func (s *workerSandbox) Cancel() {
-	if r := s.running.Load(); r != nil && r.stopRunning(ErrCanceled) {
-		return // the output callbacks get GracePeriod to catch up
-	}
-	// No code runs. A pump is published once its run is: the code has
-	// returned, and its output callbacks may still be at work.
-	s.output.Load().abandon(ErrCanceled)
+	cancelExecution(s.running.Load(), s.output.Load())
 }
 
 func (s *workerSandbox) Destroy() error {
