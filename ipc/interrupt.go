@@ -15,6 +15,11 @@ const SignalInterrupt int32 = 2
 // run on the same machine).
 const PageWordSize = 4
 
+// pageReturnedOffset is where the page holds the returned word (see
+// Page.MarkReturned): a uint64, 8-byte aligned, in native byte order. A
+// page shorter than pageReturnedOffset+8 has none.
+const pageReturnedOffset = 8
+
 // sleepFor returns when ctx is done or d has passed (d < 0: ctx alone): the
 // wait of a Page that cannot be woken.
 func sleepFor(ctx context.Context, d time.Duration) {

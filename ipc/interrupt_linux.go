@@ -18,7 +18,8 @@ import (
 
 // Page is a shared-memory page holding the interrupt word, an int32 at
 // offset 0 that the supervisor and the worker access atomically through
-// their own mappings of the same file. The supervisor creates it with
+// their own mappings of the same file, and the returned word, a uint64 at
+// offset 8 (see MarkReturned). The supervisor creates it with
 // NewPage and hands File to the worker (exec.Cmd.ExtraFiles); the worker
 // maps it with OpenPage.
 //
@@ -34,6 +35,8 @@ type Page struct {
 	file     *os.File
 	mem      []byte
 	word     *int32 // &mem[0]; nil once closed
+	// returned is &mem[8], nil when the file is too short or once closed.
+	returned *uint64
 }
 
 // NewPage creates an interrupt page: an anonymous memory file
@@ -114,12 +117,16 @@ func mapPage(f *os.File) (*Page, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ipc: map interrupt page: %w", err)
 	}
-	return &Page{
+	p := &Page{
 		file: f,
 		mem:  mem,
-		// mmap returns page-aligned memory, so the word is aligned.
+		// mmap returns page-aligned memory, so the words are aligned.
 		word: (*int32)(unsafe.Pointer(&mem[0])),
-	}, nil
+	}
+	if len(mem) >= pageReturnedOffset+8 {
+		p.returned = (*uint64)(unsafe.Pointer(&mem[pageReturnedOffset]))
+	}
+	return p, nil
 }
 
 // File returns the file backing the page, to pass to the worker through
@@ -250,6 +257,37 @@ func (p *Page) Load() int32 {
 	return atomic.LoadInt32(p.word)
 }
 
+// MarkReturned records that the code of the request id has returned. The
+// worker calls it as its code returns, before it sends the output still
+// buffered and the reply: the supervisor, whose reading of them a slow
+// consumer of the output may hold up, can then tell code that has
+// returned from code still running (Returned). It does nothing on a page
+// too short to hold the word.
+func (p *Page) MarkReturned(id uint64) {
+	if p == nil {
+		return
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.returned != nil {
+		atomic.StoreUint64(p.returned, id)
+	}
+}
+
+// Returned is the id of the request whose code returned last (see
+// MarkReturned), or 0.
+func (p *Page) Returned() uint64 {
+	if p == nil {
+		return 0
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.returned == nil {
+		return 0
+	}
+	return atomic.LoadUint64(p.returned)
+}
+
 // Close unmaps the page and closes its file. It is idempotent; calls after
 // the first return nil.
 func (p *Page) Close() error {
@@ -271,7 +309,7 @@ func (p *Page) Close() error {
 	if p.word == nil {
 		return nil
 	}
-	p.word = nil
+	p.word, p.returned = nil, nil
 	err := unix.Munmap(p.mem)
 	p.mem = nil
 	if cerr := p.file.Close(); err == nil {

@@ -55,6 +55,17 @@ func testSharedPage(t *testing.T, p *Page) {
 	if got := q.Load(); got != 1 {
 		t.Fatalf("got %d, want 1", got)
 	}
+	// The returned word is apart from the interrupt word.
+	if p.Returned() != 0 {
+		t.Fatalf("new page has returned word %d", p.Returned())
+	}
+	q.MarkReturned(1<<40 + 7)
+	if got := p.Returned(); got != 1<<40+7 {
+		t.Fatalf("other mapping sees returned word %d, want %d", got, uint64(1<<40+7))
+	}
+	if got := p.Load(); got != 1 {
+		t.Fatalf("MarkReturned changed the interrupt word to %d", got)
+	}
 }
 
 func TestPageShared(t *testing.T) {
@@ -164,6 +175,10 @@ func TestOpenPageFourBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Store(SignalInterrupt)
+	p.MarkReturned(9) // no room for it: nothing
+	if got := p.Returned(); got != 0 {
+		t.Fatalf("a four-byte page has returned word %d", got)
+	}
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -36,6 +36,12 @@ func (p *Page) Swap(v int32) int32 { return 0 }
 // Load returns 0.
 func (p *Page) Load() int32 { return 0 }
 
+// MarkReturned does nothing.
+func (p *Page) MarkReturned(id uint64) {}
+
+// Returned returns 0.
+func (p *Page) Returned() uint64 { return 0 }
+
 // WaitInterrupt waits for ctx or d (d < 0: ctx alone) and returns false.
 func (p *Page) WaitInterrupt(ctx context.Context, d time.Duration) bool {
 	sleepFor(ctx, d)

@@ -25,13 +25,18 @@ type run struct {
 	// wallTimeout is Config.WallTimeout (0: none), which bounds the wait
 	// for the output callbacks too (awaitOutput).
 	wallTimeout time.Duration
+	// id is the request's id once sent (0 before), for runHooks.returned.
+	id atomic.Uint64
 
-	mu     sync.Mutex
-	why    error // why the execution was stopped, or nil
-	ended  bool
-	killed bool
-	inC    bool        // killed before the code took the interrupt
-	expiry *time.Timer // the grace period, once stopped
+	mu  sync.Mutex
+	why error // why the execution was stopped, or nil
+	// afterReturn says the stop came after the code returned (see
+	// runHooks.returned): the code was not interrupted.
+	afterReturn bool
+	ended       bool
+	killed      bool
+	inC         bool        // killed before the code took the interrupt
+	expiry      *time.Timer // the grace period, once stopped
 	// ctx is the context of the bridge callbacks the code makes, made on
 	// the first call; it is cancelled when the execution is stopped or ends.
 	ctx    context.Context
@@ -74,6 +79,29 @@ type runHooks struct {
 	// (direct mode, where nothing preempts a call in C): while it has not,
 	// the grace period starts again instead.
 	waitTaken bool
+	// returned, when set, is the id of the request whose code returned
+	// last, which the host learns before its reply (worker mode, where a
+	// slow consumer of the output holds up the reply: ipc.Page.Returned).
+	returned func() uint64
+}
+
+// codeReturned reports whether the run's code is known to have returned
+// before its reply was read.
+func (r *run) codeReturned() bool {
+	if r.returned == nil {
+		return false
+	}
+	id := r.id.Load()
+	return id != 0 && r.returned() == id
+}
+
+// stoppedAfterReturn reports whether the run was stopped only after its
+// code had returned: what it reports is the code's own result, and
+// whether the output callbacks had every line.
+func (r *run) stoppedAfterReturn() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.afterReturn
 }
 
 // newRun starts the clocks of an execution, whose interpreter h acts on
@@ -119,6 +147,18 @@ func (r *run) stopRunning(why error) bool {
 		return true
 	}
 	r.why = why
+	if r.codeReturned() {
+		// Nothing to interrupt and no one to kill: the code has returned,
+		// and its reply waits behind output that the callbacks have not
+		// had yet (worker mode). The callbacks get GracePeriod, as after
+		// any stop, and the execution is not reported as interrupted.
+		r.afterReturn = true
+		r.out.stop(why, r.grace)
+		if r.cancel != nil {
+			r.cancel()
+		}
+		return true
+	}
 	r.interrupt()
 	r.out.stop(why, r.grace)
 	if r.cancel != nil {

@@ -666,6 +666,7 @@ func (s *workerSandbox) runRequest(r *run, kind ipc.Kind, body any, streams *exe
 	id, ch, err := s.send(kind, body, streams)
 	o.err = err
 	if err == nil {
+		r.id.Store(id)
 		o.m, o.got, _ = s.await(nil, id, ch, streams)
 		s.forget(id)
 	}
@@ -768,7 +769,7 @@ func (s *workerSandbox) execute(ctx context.Context, code string, interactive bo
 		return nil, fmt.Errorf("%w: %v in reply to execute", ErrProtocol, m.Kind)
 	}
 	ce, outErr := s.execution(ctx, code, streams, r, &res)
-	if why != nil {
+	if why != nil && !r.stoppedAfterReturn() {
 		return stoppedExecution(ce, why), why
 	}
 	return ce, outErr
@@ -822,7 +823,8 @@ func (s *workerSandbox) killStubborn() {
 // runHooks are how a run acts on the worker: a code that has not
 // returned GracePeriod after the interrupt is killed, in Python or in C.
 func (s *workerSandbox) runHooks() runHooks {
-	return runHooks{interrupt: s.interrupt, kill: s.killStubborn, untaken: func() bool { return s.page.Load() != 0 }}
+	return runHooks{interrupt: s.interrupt, kill: s.killStubborn, untaken: func() bool { return s.page.Load() != 0 },
+		returned: s.page.Returned}
 }
 
 // markStubborn marks the sandbox dead for code that did not return after

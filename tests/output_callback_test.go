@@ -87,7 +87,9 @@ func TestStuckOutputCallback(t *testing.T) {
 		{"writing, Cancel", flood, 0, 0, false, true, supervisor.ErrCanceled},
 		// Empty lines count against the limit too (they once did not,
 		// and the code queued them all, then Execute waited for them).
-		{"empty lines, Timeout", "print('block')\nfor _ in range(200_000): print()", time.Second, 0, false, false, supervisor.ErrTimeout},
+		// Two million of them: more than a worker's pipe (1 MiB) holds
+		// beyond what the queue does, so that the code is held there too.
+		{"empty lines, Timeout", "print('block')\nimport sys\nfor _ in range(20): sys.stdout.write('\\n' * 100_000)", time.Second, 0, false, false, supervisor.ErrTimeout},
 		{"returned, context", returned, 0, 0, true, false, supervisor.ErrCanceled},
 		{"returned, Cancel", returned, 0, 0, false, true, supervisor.ErrCanceled},
 		{"returned, WallTimeout", returned, 0, time.Second, false, false, supervisor.ErrTimeout},
@@ -160,6 +162,52 @@ func TestStuckOutputCallback(t *testing.T) {
 				t.Fatal("Execute after Destroy: no error")
 			}
 		})
+	})
+}
+
+// Code that has returned is not reported as interrupted when the stop
+// comes while its last output is still on its way to a slow callback. In
+// a worker, the code can write a pipe's worth (1 MiB) beyond what the
+// callbacks' queue holds, so that this code returns with its reply behind
+// output that a stuck callback keeps unread; the Timeout that expires
+// meanwhile once made the result report a KeyboardInterrupt the code
+// never had. In direct mode the same code waits for the callbacks before
+// it can end, and is interrupted: whatever the mode, a result whose code
+// printed its last line has no error.
+func TestOutputBehindTheReply(t *testing.T) {
+	const code = "print('block')\nfor i in range(1100): print('x' * 999)\nprint('end')"
+	forEachMode(t, func(t *testing.T, m mode) {
+		cb := newStuckCallback(t)
+		cfg := supervisor.Config{OnStdout: cb.onLine, Timeout: time.Second, GracePeriod: 200 * time.Millisecond, MaxOutputLength: 4 << 20}
+		sb := newSandbox(t, m, cfg, "")
+		pid := sb.Info().PID
+		ce, err := executeBounded(t, context.Background(), sb, code)
+		if !errors.Is(err, supervisor.ErrTimeout) {
+			t.Fatalf("Execute: %v, want an error matching ErrTimeout (the callbacks never had every line)", err)
+		}
+		ended := strings.HasSuffix(ce.Stdout, "\nend\n")
+		if m.name == "worker" && !ended {
+			t.Fatalf("the worker's code did not run to its end (%d bytes of output, error %q): the test did not get its reply behind the output", len(ce.Stdout), ce.ErrorType)
+		}
+		if ended && ce.ErrorType != "" {
+			t.Errorf("the code ran to its end, yet the result reports %s: %s", ce.ErrorType, ce.Error)
+		}
+		if !ended && ce.ErrorType != "KeyboardInterrupt" {
+			t.Errorf("the code did not end and the result reports %q, want KeyboardInterrupt", ce.ErrorType)
+		}
+		if !ended {
+			return
+		}
+		if n := strings.Count(ce.Stdout, "\n"); n != 1102 {
+			t.Errorf("Stdout has %d lines, want all 1102", n)
+		}
+		ce, err = executeBounded(t, context.Background(), sb, "print(6 * 7)")
+		if err != nil || ce.Stdout != "42\n" {
+			t.Fatalf("next Execute: %v, %+v", err, ce)
+		}
+		if sb.Info().PID != pid {
+			t.Errorf("worker %d replaced by %d", pid, sb.Info().PID)
+		}
 	})
 }
 

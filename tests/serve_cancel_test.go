@@ -30,8 +30,9 @@ func TestServeCancelQueued(t *testing.T) {
 	}
 	for _, id := range []float64{2, 3} {
 		code, kind, _ := rpcError(t, got[id])
-		ex, _ := got[id]["error"].(map[string]any)["data"].(map[string]any)["execution"].(map[string]any)
-		if code != -32002 || kind != "canceled" || ex == nil || ex["error_type"] != "KeyboardInterrupt" || ex["stdout"] != "" {
+		data := got[id]["error"].(map[string]any)["data"].(map[string]any)
+		ex, _ := data["execution"].(map[string]any)
+		if code != -32002 || kind != "canceled" || ex == nil || ex["error_type"] != "KeyboardInterrupt" || ex["stdout"] != "" || data["sandbox_dead"] != false {
 			t.Fatalf("execute %v: %v", id, got[id])
 		}
 	}

@@ -23,8 +23,9 @@ func TestServeDeadSandbox(t *testing.T) {
 			c.call(2, "execute", map[string]any{"sandbox": "s1", "code": "while True:\n    try:\n        while True: pass\n    except KeyboardInterrupt:\n        pass"})
 			m := c.response(2, time.Minute)
 			code, kind, msg := rpcError(t, m)
-			ex, _ := m["error"].(map[string]any)["data"].(map[string]any)["execution"].(map[string]any)
-			if code != -32001 || kind != "timeout" || !strings.Contains(msg, "the sandbox is dead") || ex == nil || ex["error_type"] != nil {
+			data := m["error"].(map[string]any)["data"].(map[string]any)
+			ex, _ := data["execution"].(map[string]any)
+			if code != -32001 || kind != "timeout" || !strings.Contains(msg, "the sandbox is dead") || ex == nil || ex["error_type"] != nil || data["sandbox_dead"] != true {
 				t.Fatalf("execute: %v", m)
 			}
 			c.call(3, "get_variable", map[string]any{"sandbox": "s1", "name": "x"})

@@ -435,9 +435,9 @@ func (s *server) workerMode(direct *bool) supervisor.WorkerMode {
 func (s *server) execute(ctx context.Context, e *sandboxEntry, sb supervisor.Sandbox, p executeParams) (any, error) {
 	if context.Cause(ctx) == errCanceledByClient {
 		s.hub.observeExecute(nil, supervisor.ErrCanceled, 0)
-		interrupted := "KeyboardInterrupt"
+		interrupted, alive := "KeyboardInterrupt", false
 		return nil, &rpcError{Code: codeCanceled, Message: "execution canceled before it started (cancel came while it waited its turn)",
-			Data: &errorData{Kind: kindCanceled, Execution: &execution{Error: &interrupted, ErrorType: &interrupted}}}
+			Data: &errorData{Kind: kindCanceled, Execution: &execution{Error: &interrupted, ErrorType: &interrupted}, SandboxDead: &alive}}
 	}
 	run := sb.Execute
 	if p.Interactive {
@@ -454,12 +454,12 @@ func (s *server) execute(ctx context.Context, e *sandboxEntry, sb supervisor.San
 	}
 	re := toRPCError(err)
 	if ce != nil {
-		data := &errorData{Kind: errorKind(err), Execution: executionResult(ce, err)}
+		dead := errors.Is(err, supervisor.ErrDead)
+		data := &errorData{Kind: errorKind(err), Execution: executionResult(ce, err), SandboxDead: &dead}
 		if status, ok := processExit(err); ok && data.Kind == kindDead {
 			// os._exit raises no exception: say it, as exec --json does.
 			// Not for a timeout or cancel (the code called os._exit once
-			// interrupted): their execution without error_type is how a
-			// client tells that the sandbox is dead.
+			// interrupted): their execution is the interrupted one.
 			data.Execution.Error = nullable(processExitType + ": " + processExitMessage(status))
 			data.Execution.ErrorType = nullable(processExitType)
 			data.ExitStatus = &status

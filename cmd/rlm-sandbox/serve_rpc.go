@@ -60,6 +60,10 @@ func (e *rpcError) Error() string { return e.Message }
 type errorData struct {
 	Kind      string     `json:"kind"`
 	Execution *execution `json:"execution,omitempty"`
+	// For an execute that failed with its execution: whether the
+	// sandbox is dead after it (killed for ignoring the interrupt, or
+	// crashed), so that it must be restarted.
+	SandboxDead *bool `json:"sandbox_dead,omitempty"`
 	// For the execute whose code called os._exit: the status it gave.
 	ExitStatus *int `json:"exit_status,omitempty"`
 	// For "busy": which limit was reached, and when to try again.

@@ -103,7 +103,8 @@ func Main(args []string) int {
 	if *stageFD >= 0 {
 		stageFile = os.NewFile(uintptr(*stageFD), "stage")
 	}
-	opts := Options{Runtime: cfg, Log: log, Attention: attention, Ready: ready, StageFile: stageFile, IdleSpin: idleSpin}
+	opts := Options{Runtime: cfg, Log: log, Attention: attention, Ready: ready, StageFile: stageFile, IdleSpin: idleSpin,
+		CodeReturned: page.MarkReturned}
 	if *lockDown {
 		opts.Harden = harden.Apply
 	}

@@ -39,6 +39,10 @@ type Options struct {
 	// StageFile is the staging file the supervisor shares (see
 	// ipc.Stage.File), or nil.
 	StageFile *os.File
+	// CodeReturned, when set, is called with an Execute's id as its code
+	// returns, before the output still buffered and the reply are sent
+	// (ipc.Page.MarkReturned).
+	CodeReturned func(id uint64)
 	// Harden, when set, locks the process down once the interpreter is
 	// loaded, before the hello is sent and any request read; its report
 	// goes in the hello. (harden.Apply; unset in a process that must not
@@ -59,7 +63,7 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 	w := ipc.NewWriter(out)
 	s := &server{ctx: ctx, w: w, out: &outbox{w: w}, log: log, rd: ipc.NewReader(in), poll: newPoller(in, opts.IdleSpin),
 		bridges: map[uint64]chan ipc.Message{}, turn: make(chan struct{}, 1), gone: make(chan struct{}),
-		quit: make(chan struct{}), done: make(chan error, 1), stageFile: opts.StageFile}
+		quit: make(chan struct{}), done: make(chan error, 1), stageFile: opts.StageFile, codeReturned: opts.CodeReturned}
 	rcfg := opts.Runtime
 	rcfg.Bridge = s.bridge
 	// s.bridge returns when the supervisor answers, which it does at once
@@ -164,6 +168,8 @@ type server struct {
 	stageErr error
 	// stageFile is Options.StageFile.
 	stageFile *os.File
+	// codeReturned is Options.CodeReturned.
+	codeReturned func(id uint64)
 
 	mu         sync.Mutex
 	reading    bool // a goroutine holds the reading
@@ -333,6 +339,9 @@ func (s *server) execute(ctx context.Context, id uint64, b ipc.Execute) error {
 		res, err = s.interp.ExecInteractive(ctx, b.Code, out)
 	} else {
 		res, err = s.interp.Exec(ctx, b.Code, out)
+	}
+	if s.codeReturned != nil {
+		s.codeReturned(id)
 	}
 	// The output not sent yet goes out with the reply, in one write.
 	if err != nil {

@@ -777,9 +777,12 @@ class Sandbox:
         except SandboxError as e:
             execution = e.data.get("execution")
             if e.code in (TIMEOUT, CANCELED) and isinstance(execution, dict):
-                if execution.get("error_type") is None:
-                    # No KeyboardInterrupt came back: the code ignored it and
-                    # the worker was killed, so the sandbox is dead.
+                dead = e.data.get("sandbox_dead")
+                if dead is None:
+                    # A server that does not say: no KeyboardInterrupt came
+                    # back, so the code ignored it and was killed.
+                    dead = execution.get("error_type") is None
+                if dead:
                     raise SandboxDead(e.code, "dead", e.message, e.data) from None
                 return Result.from_json(execution, canceled=e.code == CANCELED)
             raise
