@@ -157,6 +157,9 @@ func (r *run) stopRunning(why error) bool {
 		if r.cancel != nil {
 			r.cancel()
 		}
+		// The reply is then read within moments; the supervisor does
+		// not take a worker's word for it that it comes at all.
+		r.expiry = time.AfterFunc(r.grace, r.expire)
 		return true
 	}
 	r.interrupt()
@@ -209,6 +212,9 @@ func (r *run) expire() {
 func (r *run) killReason() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.afterReturn {
+		return fmt.Sprintf("its worker said the code had returned, yet sent no reply %v after the stop", r.grace)
+	}
 	if r.inC {
 		return fmt.Sprintf("the code was still in a call in C %v after the interrupt, which it takes only once back in Python", r.grace)
 	}

@@ -118,6 +118,36 @@ func TestModeSelection(t *testing.T) {
 
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 
+// A worker that says its code returned but sends no reply is not taken at
+// its word: the stop after which no interrupt was sent still ends in a
+// kill, GracePeriod later.
+func TestWorkerSaysReturnedButNeverReplies(t *testing.T) {
+	t.Setenv(fakeWorkerEnv, "liar")
+	ctx := context.Background()
+	sb, err := supervisor.New(ctx, supervisor.Config{UseWorker: supervisor.WorkerAlways, WorkerPath: os.Args[0],
+		Timeout: 100 * time.Millisecond, GracePeriod: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy()
+	if err := sb.Initialize(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := sb.Execute(ctx, "pass")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, supervisor.ErrTimeout) || !errors.Is(err, supervisor.ErrDead) || !strings.Contains(err.Error(), "sent no reply") {
+			t.Fatalf("Execute: %v, want ErrTimeout and ErrDead, saying the worker sent no reply", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Execute still waits a minute after its Timeout for a worker that said its code returned")
+	}
+}
+
 func TestWorkerKilledMidExecute(t *testing.T) {
 	w := newLineWaiter()
 	sb := newSandbox(t, workerMode, supervisor.Config{OnStdout: w.onLine}, "")
@@ -273,6 +303,29 @@ func fakeWorker(kind string) int {
 	case "garbage":
 		w.WriteMessage(ipc.KindHello, 0, ipc.Hello{ProtocolVersion: ipc.ProtocolVersion, PythonVersion: "3.14.2", PyodideVersion: "x", PID: os.Getpid()})
 		os.Stdout.Write([]byte{0, 0, 0, 5, 0xc1, 0xc1, 0xc1, 0xc1, 0xc1})
+	case "liar":
+		// Says in the interrupt page that an Execute's code returned,
+		// and never replies to it.
+		page, err := ipc.OpenPage(os.NewFile(3, "interrupt-page"))
+		if err != nil {
+			return 1
+		}
+		w.WriteMessage(ipc.KindHello, 0, ipc.Hello{ProtocolVersion: ipc.ProtocolVersion, PythonVersion: "3.14.2", PyodideVersion: "x", PID: os.Getpid()})
+		w.Flush()
+		rd := ipc.NewReader(os.Stdin)
+		for {
+			m, err := rd.ReadMessage()
+			if err != nil {
+				return 0
+			}
+			switch m.Kind {
+			case ipc.KindInitialize:
+				w.WriteMessage(ipc.KindInitializeReply, m.ID, ipc.InitializeReply{})
+				w.Flush()
+			case ipc.KindExecute:
+				page.MarkReturned(m.ID)
+			}
+		}
 	}
 	time.Sleep(time.Minute) // until killed
 	return 0
