@@ -41,9 +41,11 @@ func TestServeWorkerChoice(t *testing.T) {
 		if code, kind, _ := rpcError(t, m); code != -32000 || kind != "worker_unavailable" {
 			t.Fatalf("create: %v", m)
 		}
+		// No client's code runs in the server: "direct": true is refused.
 		c.call(2, "create", map[string]any{"direct": true})
-		if r, _ := c.response(2, 2*time.Minute)["result"].(map[string]any); r == nil || r["worker"] != false {
-			t.Fatalf("create with direct true: %v", r)
+		m = c.response(2, 2*time.Minute)
+		if code, kind, msg := rpcError(t, m); code != -32602 || kind != "invalid_params" || !strings.Contains(msg, "--require-worker") {
+			t.Fatalf("create with direct true: %v", m)
 		}
 		if code := c.wait(time.Minute); code != 0 {
 			t.Fatalf("exit status %d", code)

@@ -97,7 +97,7 @@ details.`,
 	}
 	f := cmd.Flags()
 	f.BoolVar(&o.stdio, "stdio", false, "speak JSON-RPC on standard input and output")
-	f.BoolVar(&o.requireWorker, "require-worker", false, `fail a create without "direct" when no rlm-worker can start, instead of running in-process`)
+	f.BoolVar(&o.requireWorker, "require-worker", false, `run every sandbox in an rlm-worker: a create fails when none can start, instead of running in-process, and one with "direct": true is refused`)
 	f.StringVar(&o.listen, "listen", "", "serve clients on `ADDR`: unix:PATH (a socket of mode 0600) or HOST:PORT")
 	f.StringVar(&o.tokenFile, "token-file", "", "`FILE` holding the bearer token clients must authenticate with")
 	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "allow TCP clients without a token or client certificate")

@@ -298,6 +298,10 @@ func (s *server) create(raw json.RawMessage, done doneFunc) {
 			p.MaxOutput, limit, limit))
 		return
 	}
+	if s.requireWorker && p.Direct != nil && *p.Direct {
+		done(nil, invalidParams(`direct: this server runs every sandbox in an rlm-worker (--require-worker); leave "direct" out or make it false`))
+		return
+	}
 	var value any = ""
 	if len(p.Context) > 0 {
 		v, err := parseValue(p.Context)
@@ -418,7 +422,8 @@ func (s *server) sandboxConfig(e *sandboxEntry, p createParams, bridges map[stri
 // workerMode is where create's "direct" puts the sandbox: true in the
 // server's process, false in a worker; left out, in a worker when one can
 // start and else in-process (supervisor.WorkerAuto, which logs a
-// warning), unless --require-worker makes it a worker or nothing.
+// warning), unless --require-worker makes it a worker or nothing (and
+// refuses "direct": true, see create).
 func (s *server) workerMode(direct *bool) supervisor.WorkerMode {
 	switch {
 	case direct != nil && *direct:
