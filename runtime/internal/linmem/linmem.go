@@ -112,3 +112,34 @@ func (t *Tracker) Word(off uint32) *uint32 {
 	}
 	return m.word(off)
 }
+
+// heapMemory is a linear memory on the Go heap, for where the address
+// space for a reservation is not to be had: it is copied to a larger
+// buffer as it grows (at least doubling, up to its maximum), like wazero's
+// default allocator does. It cannot be mapped from a file, and its words
+// move, so Tracker does not track it.
+type heapMemory struct {
+	buf []byte
+	max uint64
+}
+
+func newHeapMemory(capacity, max uint64) *heapMemory {
+	return &heapMemory{buf: make([]byte, 0, min(capacity, max)), max: max}
+}
+
+// Reallocate implements experimental.LinearMemory.
+func (m *heapMemory) Reallocate(size uint64) []byte {
+	if size > m.max {
+		return nil
+	}
+	if size > uint64(cap(m.buf)) {
+		grown := make([]byte, size, min(max(size, 2*uint64(cap(m.buf))), m.max))
+		copy(grown, m.buf)
+		m.buf = grown
+	}
+	m.buf = m.buf[:size]
+	return m.buf
+}
+
+// Free implements experimental.LinearMemory.
+func (m *heapMemory) Free() { m.buf = nil }

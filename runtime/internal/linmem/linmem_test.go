@@ -3,6 +3,7 @@
 package linmem
 
 import (
+	"errors"
 	"runtime/debug"
 	"testing"
 )
@@ -66,3 +67,43 @@ func faults(buf []byte, off int) (faulted bool) {
 }
 
 var sink byte
+
+// Where the address space for a reservation cannot be had (a virtual
+// memory limit), an unguarded memory lives on the Go heap: it grows,
+// keeping its contents, up to its maximum, and Tracker does not track it.
+// A guarded one is refused (nil) rather than run without its guard.
+func TestNoRoomForTheReservation(t *testing.T) {
+	old := reserve
+	reserve = func(int) ([]byte, error) { return nil, errors.New("cannot allocate memory") }
+	defer func() { reserve = old }()
+	prev := guarded.Load()
+	guarded.Store(false)
+	defer guarded.Store(prev)
+
+	var tr Tracker
+	m := tr.Allocator().Allocate(1<<16, 1<<20)
+	if m == nil {
+		t.Fatal("no memory")
+	}
+	b := m.Reallocate(1 << 16)
+	if len(b) != 1<<16 {
+		t.Fatalf("Reallocate(64 KiB): %d bytes", len(b))
+	}
+	b[0], b[len(b)-1] = 7, 9
+	b = m.Reallocate(3 << 16)
+	if len(b) != 3<<16 || b[0] != 7 || b[1<<16-1] != 9 || b[1<<16] != 0 {
+		t.Fatalf("grown memory: %d bytes, contents lost or not zero", len(b))
+	}
+	if m.Reallocate(1<<20+1) != nil {
+		t.Error("grew past its maximum")
+	}
+	if tr.Word(0) != nil {
+		t.Error("a heap memory's word handed out: it moves as it grows")
+	}
+	m.Free()
+
+	guarded.Store(true)
+	if m := allocate(1<<16, 1<<20); m != nil {
+		t.Error("a guarded memory without its reservation")
+	}
+}

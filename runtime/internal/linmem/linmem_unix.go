@@ -30,9 +30,18 @@ func allocate(capacity, max uint64) experimental.LinearMemory {
 	if exact {
 		size = GuardedReservation
 	}
-	buf, err := unix.Mmap(-1, 0, size, unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANON|unix.MAP_NORESERVE)
+	buf, err := reserve(size)
 	if err != nil {
-		return nil
+		if exact {
+			// Code without bounds checks must not run in memory without a
+			// guard region; SetGuarded found the room for it, so this
+			// does not happen short of a limit lowered since.
+			return nil
+		}
+		// No room for the reservation (a virtual memory limit, `ulimit
+		// -v`): memory on the Go heap, copied as it grows, as wazero's
+		// own allocator does.
+		return newHeapMemory(capacity, max)
 	}
 	// Where transparent huge pages are "madvise", ask for them: a large
 	// context fills hundreds of megabytes of fresh memory, and faulting
@@ -42,9 +51,15 @@ func allocate(capacity, max uint64) experimental.LinearMemory {
 	return &memory{buf: buf, limit: int(max), exact: exact}
 }
 
+// reserve maps n bytes of address space, inaccessible until committed (a
+// variable for the tests).
+var reserve = func(n int) ([]byte, error) {
+	return unix.Mmap(-1, 0, n, unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANON|unix.MAP_NORESERVE)
+}
+
 // probe reports whether n bytes of address space can be reserved.
 func probe(n int) bool {
-	buf, err := unix.Mmap(-1, 0, n, unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANON|unix.MAP_NORESERVE)
+	buf, err := reserve(n)
 	if err != nil {
 		return false
 	}
