@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -56,4 +57,34 @@ func TestCLIFlagValues(t *testing.T) {
 		{name: "nested 20,000 levels", args: []string{"exec", "--context-json", nested(20_000, ""), "-c", "pass"},
 			errHas: []string{tooDeep}, code: 2},
 	})
+}
+
+// --require-worker (or $RLM_SANDBOX_REQUIRE_WORKER=1) keeps the code out of
+// the command's own process: no rlm-worker to start is an error (status 3)
+// rather than a warning and a run in-process, and --direct is refused.
+func TestCLIRequireWorker(t *testing.T) {
+	missing := []string{"RLM_WORKER=" + filepath.Join(t.TempDir(), "no-rlm-worker")}
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		code int
+		want string
+	}{
+		{"no worker", missing, []string{"exec", "-c", "print('ran')"}, 0, "running in-process"},
+		{"no worker, --require-worker", missing, []string{"exec", "--require-worker", "-c", "print('ran')"}, 3, "worker unavailable"},
+		{"no worker, environment", append(missing, "RLM_SANDBOX_REQUIRE_WORKER=1"), []string{"exec", "-c", "print('ran')"}, 3, "worker unavailable"},
+		{"--direct, environment", []string{"RLM_SANDBOX_REQUIRE_WORKER=1"}, []string{"exec", "--direct", "-c", "print('ran')"}, 2, "forbids"},
+		{"--direct, --require-worker", nil, []string{"repl", "--direct", "--require-worker"}, 2, "forbids"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stdout, stderr, code := runCLIEnv(t, tc.env, "", tc.args...)
+			if code != tc.code || !strings.Contains(stderr, tc.want) {
+				t.Fatalf("status %d, stderr %q; want %d and %q", code, stderr, tc.code, tc.want)
+			}
+			if ran := stdout == "ran\n"; ran != (tc.code == 0) {
+				t.Errorf("stdout %q", stdout)
+			}
+		})
+	}
 }

@@ -148,7 +148,7 @@ func hint(err error) string {
 			"then `rlm-sandbox prepare` checks it"
 	case kindWorkerUnavailable:
 		return "build rlm-worker (`make build`) and keep it next to rlm-sandbox or on $PATH, " +
-			"set RLM_WORKER to its path, or run in-process with --direct"
+			"set RLM_WORKER to its path, or run in-process with --direct (without the worker's lock-down)"
 	case kindWorkerExited, kindDead:
 		if strings.Contains(err.Error(), "native stack overflowed") {
 			return "the sandbox's interpreter is gone and everything it held with it; the same code fails the same way: " +

@@ -28,6 +28,9 @@ type sandboxOptions struct {
 	wallTimeout time.Duration
 	memoryLimit byteSize
 	direct      bool
+	// requireWorker: an rlm-worker or nothing (--require-worker, or
+	// $RLM_SANDBOX_REQUIRE_WORKER=1).
+	requireWorker bool
 
 	llmCmd string
 	rlmCmd string
@@ -36,6 +39,10 @@ type sandboxOptions struct {
 
 	flags *pflag.FlagSet // to tell a flag given empty from one not given
 }
+
+// requireWorkerEnv, set to 1, turns --require-worker on by default: for a
+// machine or CI job where code must never run outside a worker.
+const requireWorkerEnv = "RLM_SANDBOX_REQUIRE_WORKER"
 
 // The range of --memory-limit and serve's memory_limit: the runtime's.
 const (
@@ -59,6 +66,8 @@ func (o *sandboxOptions) addFlags(fs *pflag.FlagSet, defaultTimeout time.Duratio
 	fs.DurationVar(&o.wallTimeout, "wall-timeout", 0, "interrupt code that takes longer than this, bridge calls included (0: never)")
 	fs.Var(&o.memoryLimit, "memory-limit", "cap the interpreter's memory, from 32M to 4G (e.g. 512M, 2G); past it Python raises MemoryError\n(default 0: 4G, all a wasm32 interpreter can address)")
 	fs.BoolVar(&o.direct, "direct", false, "run the interpreter in this process instead of an rlm-worker process")
+	fs.BoolVar(&o.requireWorker, "require-worker", os.Getenv(requireWorkerEnv) == "1",
+		"run the interpreter only in a locked-down rlm-worker process: fail when none can start, instead of running in this process\n(default: $"+requireWorkerEnv+"=1 turns it on)")
 	fs.StringVar(&o.llmCmd, "llm-cmd", "", "answer llm_query(prompt) by running shell `COMMAND` with the prompt on stdin; its stdout is the answer")
 	addIndexURLFlag(fs, &o.indexURL)
 	fs.StringVar(&o.rlmCmd, "rlm-cmd", "", "answer rlm_query(task, ctx) by running shell `COMMAND` with the task on stdin and the context in the file $"+envContextFile)
@@ -78,6 +87,13 @@ func (o *sandboxOptions) validate() error {
 		if o.flags.Changed(f.name) && o.flags.Lookup(f.name).Value.String() == "" {
 			return usageErrorf("--%s is empty: give %s", f.name, f.want)
 		}
+	}
+	if o.direct && o.requireWorker {
+		how := "--require-worker"
+		if !o.flags.Changed("require-worker") {
+			how = "$" + requireWorkerEnv + "=1"
+		}
+		return usageErrorf("--direct runs the interpreter in this process, which %s forbids", how)
 	}
 	if m := uint64(o.memoryLimit); !memoryLimitOK(m) {
 		return usageErrorf("--memory-limit must be from 32M to 4G (0: 4G); %d bytes is out of range", m)
@@ -171,8 +187,11 @@ func (o *sandboxOptions) config(logger *slog.Logger) supervisor.Config {
 	if o.timeout <= 0 {
 		cfg.Timeout = -1 // the flag's 0 means never; the library's means the default
 	}
-	if o.direct {
+	switch {
+	case o.direct:
 		cfg.UseWorker = supervisor.WorkerNever
+	case o.requireWorker:
+		cfg.UseWorker = supervisor.WorkerAlways
 	}
 	return cfg
 }
