@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -359,5 +360,27 @@ func waitGone(t *testing.T, pids []int, within time.Duration) {
 			}
 			time.Sleep(10 * time.Millisecond) // polling /proc: nothing to wait on
 		}
+	}
+}
+
+// Output the command cannot write (a full disk: /dev/full) fails it with
+// the reason, streamed or in --json records, rather than ending with 0
+// and the output lost.
+func TestCLIOutputNotWritten(t *testing.T) {
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skip("no /dev/full")
+	}
+	defer full.Close()
+	for _, args := range [][]string{{"exec", "-c", "print('hello')"}, {"exec", "--json", "-c", "print('hello')"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			cmd := osexec.Command(cliBin(t), args...)
+			var stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = full, &stderr
+			code := exitStatus(t, cmd.Run())
+			if code != 3 || !strings.Contains(stderr.String(), "no space left on device") {
+				t.Fatalf("status %d, stderr %q; want 3 and the write's error", code, stderr.String())
+			}
+		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
 	"github.com/spf13/cobra"
@@ -75,7 +76,7 @@ BridgeError. The answer is what the command printed by the time it exited
 that the command is killed and the call raises BridgeError.
 
 Exit status: 0 success, 1 the code raised an exception, 2 usage error,
-3 the sandbox failed, 124 timeout (--timeout or --wall-timeout), 130
+3 the sandbox failed (or the output could not be written), 124 timeout (--timeout or --wall-timeout), 130
 interrupted by Ctrl-C (the first interrupts the code, a second ends the
 command at once), 143 ended by SIGTERM (the code is interrupted first), N
 the code called sys.exit(N) or os._exit(N); a reader that closes this
@@ -163,6 +164,50 @@ func (o *execOptions) readSources(stdin io.Reader) (codes []string, failed int, 
 }
 
 func runExec(parent context.Context, ios *iostreams, o *execOptions) error {
+	// Output that could not be written (a full disk, a file size limit)
+	// fails the command, as a lost line of a script's output would.
+	checked := *ios
+	out, errOut := &checkedWriter{w: ios.Out}, &checkedWriter{w: ios.ErrOut}
+	checked.Out, checked.ErrOut = out, errOut
+	err := runBlocks(parent, &checked, o)
+	if err == nil || errors.Is(err, errPython) {
+		if werr := out.failure(); werr != nil {
+			return fmt.Errorf("write standard output: %w", werr)
+		}
+		if werr := errOut.failure(); werr != nil {
+			return fmt.Errorf("write standard error: %w", werr)
+		}
+	}
+	return err
+}
+
+// checkedWriter is a writer that remembers its first failure.
+type checkedWriter struct {
+	w   io.Writer
+	mu  sync.Mutex
+	err error
+}
+
+func (c *checkedWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	if err != nil {
+		c.mu.Lock()
+		if c.err == nil {
+			c.err = err
+		}
+		c.mu.Unlock()
+	}
+	return n, err
+}
+
+func (c *checkedWriter) failure() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// runBlocks runs the blocks of exec.
+func runBlocks(parent context.Context, ios *iostreams, o *execOptions) error {
 	enc := json.NewEncoder(ios.Out)
 	enc.SetEscapeHTML(false)
 	// Inputs are read first, while Ctrl-C still ends the command at once.
