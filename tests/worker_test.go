@@ -3,9 +3,11 @@ package tests
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -472,4 +474,23 @@ func TestDestroyDuringSetVariable(t *testing.T) {
 			t.Fatalf("SetVariable during Destroy: %v, want an error matching ErrDestroyed", err)
 		}
 	})
+}
+
+// A worker offers itself to the kernel's out-of-memory killer before its
+// supervisor (which survives a worker's death, not the other way round).
+func TestWorkerGoesFirstOnOOM(t *testing.T) {
+	sb := newSandbox(t, workerMode, supervisor.Config{}, "")
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/oom_score_adj", sb.Info().PID))
+	if err != nil {
+		t.Skip("no oom_score_adj here:", err)
+	}
+	self, err := os.ReadFile("/proc/self/oom_score_adj")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	s, _ := strconv.Atoi(strings.TrimSpace(string(self)))
+	if w <= s {
+		t.Fatalf("worker's oom_score_adj %d, the supervisor's %d: want the worker's higher", w, s)
+	}
 }

@@ -69,6 +69,7 @@ func Main(args []string) int {
 	}
 	signal.Ignore(os.Interrupt)
 	idleSpin := atLeastTwoProcs()
+	oomFirst()
 	// A worker hosts one sandbox, which may die with it: the guest runs
 	// without a bounds check on each memory access, in a guarded memory
 	// where an out-of-bounds access kills the worker (ErrWorkerExited).
@@ -138,6 +139,20 @@ func atLeastTwoProcs() time.Duration {
 	// Polling for the next request would take the one CPU from the
 	// supervisor that is to write it.
 	return -1
+}
+
+// oomScoreAdj is what a worker adds to its score for the kernel's
+// out-of-memory killer (/proc/self/oom_score_adj, -1000 to 1000): when a
+// machine or a container runs out of memory, a sandbox's worker, which the
+// supervisor survives (ErrWorkerExited), goes before the process that
+// supervises it and every other sandbox. (A server whose own memory is
+// most of the total still scores higher.)
+const oomScoreAdj = "500"
+
+// oomFirst raises the worker's out-of-memory score, where there is one; a
+// process may always raise its own.
+func oomFirst() {
+	_ = os.WriteFile("/proc/self/oom_score_adj", []byte(oomScoreAdj), 0)
 }
 
 func protocolStdout() (io.Writer, error) {
