@@ -4,6 +4,16 @@
 // warms the caches and `version` reports versions.
 package main
 
-import "os"
+import (
+	"os"
 
-func main() { os.Exit(run(os.Args[1:], systemStreams())) }
+	"github.com/rlm-sandbox/rlm-sandbox/internal/procs"
+)
+
+func main() {
+	// Two Ps even on one CPU: the supervisor's wait for a worker's next
+	// message is a blocking poll(2), which would otherwise hold up the
+	// goroutines that answer it (procs.AtLeastTwo).
+	procs.AtLeastTwo()
+	os.Exit(run(os.Args[1:], systemStreams()))
+}

@@ -8,12 +8,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	goruntime "runtime"
 	"runtime/debug"
 	"strings"
 	"time"
 
 	"github.com/rlm-sandbox/rlm-sandbox/internal/harden"
+	"github.com/rlm-sandbox/rlm-sandbox/internal/procs"
 	"github.com/rlm-sandbox/rlm-sandbox/ipc"
 	"github.com/rlm-sandbox/rlm-sandbox/runtime"
 	"golang.org/x/sys/unix"
@@ -68,7 +68,7 @@ func Main(args []string) int {
 		ready = func() { debug.SetGCPercent(old) }
 	}
 	signal.Ignore(os.Interrupt)
-	idleSpin := atLeastTwoProcs()
+	idleSpin := idleSpin()
 	oomFirst()
 	// A worker hosts one sandbox, which may die with it: the guest runs
 	// without a bounds check on each memory access, in a guarded memory
@@ -117,28 +117,15 @@ func Main(args []string) int {
 	return 0
 }
 
-// atLeastTwoProcs gives the Go scheduler two processors (Ps) when it has
-// one, as it does on a machine, cgroup or CPU affinity of one CPU, and
-// returns the IdleSpin that suits the CPUs there are: none on one.
-//
-// With one P, a goroutine that enters a blocking system call keeps the P
-// until sysmon takes it back, which takes it two of its ticks, up to 20 ms
-// once it has slowed down. Here such goroutines are the signal clock's
-// watcher (a futex wait on the interrupt page, ended every 100 ms to look
-// at its context) and the reader of the requests, and the goroutine
-// running the guest needs the P meanwhile: each time it was preempted and
-// the watcher took the P into its futex wait, the guest stood still for
-// 20 ms, 20% of a long run's time (RATIONALE.md, "One CPU"). A second P
-// costs nothing while there is nothing to run on it: the goroutines that
-// need it mostly wait in the kernel.
-func atLeastTwoProcs() time.Duration {
-	if goruntime.GOMAXPROCS(0) >= 2 {
-		return 0 // DefaultIdleSpin
+// idleSpin is the IdleSpin that suits the CPUs there are, once the Go
+// scheduler has two Ps (procs.AtLeastTwo): none on one CPU, where polling
+// for the next request would take the CPU from the supervisor that is to
+// write it.
+func idleSpin() time.Duration {
+	if procs.AtLeastTwo() {
+		return -1
 	}
-	goruntime.GOMAXPROCS(2)
-	// Polling for the next request would take the one CPU from the
-	// supervisor that is to write it.
-	return -1
+	return 0 // DefaultIdleSpin
 }
 
 // oomScoreAdj is what a worker adds to its score for the kernel's
