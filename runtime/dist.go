@@ -99,7 +99,10 @@ func (d Dir) ReadFile(name string) ([]byte, error) {
 func (d Dir) String() string { return string(d) }
 
 // CacheDir is the directory rlm-sandbox keeps its caches in:
-// $RLM_SANDBOX_CACHE, else the user cache directory's rlm-sandbox folder.
+// $RLM_SANDBOX_CACHE, else the user cache directory's rlm-sandbox folder,
+// else (no $HOME, as for a service) rlm-sandbox-<uid> in the temporary
+// directory: one per user, since the cache holds native code and memory
+// images that sandboxes load.
 func CacheDir() string {
 	if d := os.Getenv("RLM_SANDBOX_CACHE"); d != "" {
 		return d
@@ -107,7 +110,7 @@ func CacheDir() string {
 	if d, err := os.UserCacheDir(); err == nil {
 		return filepath.Join(d, "rlm-sandbox")
 	}
-	return filepath.Join(os.TempDir(), "rlm-sandbox")
+	return filepath.Join(os.TempDir(), fmt.Sprintf("rlm-sandbox-%d", os.Getuid()))
 }
 
 // DefaultDistribution is the directory `make` fills with the stock files of

@@ -2,8 +2,10 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
@@ -68,7 +70,8 @@ func compile(ctx context.Context, wasm, stdlib []byte, wasmHash, stdlibHash, cac
 		}
 	}
 
-	cfg, mode := boundsChecked(wazero.NewRuntimeConfigCompiler().WithCoreFeatures(features()))
+	uncached, mode := boundsChecked(wazero.NewRuntimeConfigCompiler().WithCoreFeatures(features()))
+	cfg := uncached
 	id := wasmHash[:16]
 	flavor := id + wazeroBuild() + mode // of the compiled code, for its marker and lock
 	var marker string
@@ -85,12 +88,18 @@ func compile(ctx context.Context, wasm, stdlib []byte, wasmHash, stdlibHash, cac
 	if marker != "" {
 		if _, err := os.Stat(marker); err != nil {
 			unlock, err := distCache(cacheDir).Lock(ctx, "compile-"+flavor)
-			if err != nil {
+			switch {
+			case errors.Is(err, fs.ErrPermission):
+				// A cache this user cannot write (another user's): compile
+				// in memory, below.
+				cfg, marker, cold = uncached, "", true
+			case err != nil:
 				return nil, err
+			default:
+				defer unlock()
+				_, err = os.Stat(marker) // another process may have compiled it meanwhile
+				cold = err != nil
 			}
-			defer unlock()
-			_, err = os.Stat(marker) // another process may have compiled it meanwhile
-			cold = err != nil
 		}
 	}
 	if cold && notice != nil {
@@ -101,6 +110,19 @@ func compile(ctx context.Context, wasm, stdlib []byte, wasmHash, stdlibHash, cac
 	start := time.Now()
 	cctx := experimental.WithCompilationWorkers(ctx, goruntime.NumCPU())
 	main, err := rt.CompileModule(cctx, wasm)
+	if err != nil && marker != "" && errors.Is(err, fs.ErrPermission) {
+		// The compiled code is cached where this user cannot read it (a
+		// cache another user made, its files private to them): compile
+		// it again, in memory.
+		rt.Close(ctx)
+		if notice != nil {
+			fmt.Fprintf(notice, "rlm-sandbox: the compiled code in %s cannot be read (%v); compiling Pyodide %s in memory (about 10 s; set RLM_SANDBOX_CACHE to a cache of this user's own)\n",
+				filepath.Join(cacheDir, "wazero"), err, PyodideVersion)
+		}
+		cfg, marker, cold = uncached, "", true
+		rt = wazero.NewRuntimeWithConfig(ctx, cfg)
+		main, err = rt.CompileModule(cctx, wasm)
+	}
 	if err != nil {
 		rt.Close(ctx)
 		return nil, fmt.Errorf("compile %s: %w", fileWasm, err)

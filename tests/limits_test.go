@@ -1,10 +1,15 @@
 package tests
 
 import (
+	"io/fs"
 	"os"
 	osexec "os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/rlm-sandbox/rlm-sandbox/runtime"
 )
 
 // Under a virtual memory limit too low for the 4 GiB reservation of the
@@ -32,5 +37,59 @@ func TestUnderAddressSpaceLimit(t *testing.T) {
 				t.Errorf("the worker did not run: %s", stderr.String())
 			}
 		})
+	}
+}
+
+// A cache another user filled (its compiled code private to them: a CI
+// cache shared between users, a container run under another uid) does not
+// stop a sandbox: the code is compiled again, in memory. It used to fail
+// every sandbox with "permission denied" and a hint about downloading
+// Pyodide.
+func TestCacheOfAnotherUser(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root, to run the command as another user")
+	}
+	// A tree the other user (nobody) can read: a copy of Pyodide's files
+	// and a cache that root fills first.
+	base, err := os.MkdirTemp("", "rlm-other-user-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dist := filepath.Join(base, "pyodide")
+	if err := os.CopyFS(dist, os.DirFS(string(runtime.DefaultDistribution()))); err != nil {
+		t.Fatal(err)
+	}
+	if err := filepath.WalkDir(dist, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		mode := os.FileMode(0o644)
+		if d.IsDir() {
+			mode = 0o755
+		}
+		return os.Chmod(p, mode)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	cache := filepath.Join(base, "cache")
+	run := func(cred *syscall.Credential, code string) (string, string, error) {
+		cmd := osexec.Command(cliBin(t), "exec", "--index-url", dist, "-c", code)
+		cmd.Env = append(os.Environ(), "RLM_SANDBOX_CACHE="+cache, "HOME="+base)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		return stdout.String(), stderr.String(), err
+	}
+	if out, stderr, err := run(nil, "print(1)"); err != nil || out != "1\n" {
+		t.Fatalf("as root: %v, %q, %q", err, out, stderr)
+	}
+	out, stderr, err := run(&syscall.Credential{Uid: 65534, Gid: 65534}, "print(2)")
+	if err != nil || out != "2\n" {
+		t.Fatalf("as nobody, with root's cache: %v, stdout %q, stderr %q", err, out, stderr)
 	}
 }

@@ -145,7 +145,8 @@ func hint(err error) string {
 		return "Pyodide " + runtime.PyodideVersion + " is downloaded on first use: give an index URL this machine reaches " +
 			"(--index-url or $" + runtime.IndexURLEnv + ": a mirror, or a directory holding the files), " +
 			"or set RLM_SANDBOX_PYODIDE to a prepared copy (`make` in the rlm-sandbox source tree makes one); " +
-			"then `rlm-sandbox prepare` checks it"
+			"then `rlm-sandbox prepare` checks it. If the cache cannot be written (\"permission denied\", a full disk), " +
+			"set RLM_SANDBOX_CACHE to a directory of this user's own"
 	case kindWorkerUnavailable:
 		return "build rlm-worker (`make build`) and keep it next to rlm-sandbox or on $PATH, " +
 			"set RLM_WORKER to its path, or run in-process with --direct (without the worker's lock-down)"
