@@ -41,7 +41,11 @@ func (s *workerSandbox) readHello(ctx context.Context) (ipc.Message, error) {
 		<-s.exited
 		s.page.Close()
 		s.stdout.Close()
-		return m, fmt.Errorf("%w: rlm-worker exited during start-up (%v); see the log for its output", ErrWorkerUnavailable, s.exit)
+		how := "with status 0"
+		if s.exit != nil {
+			how = "(" + s.exit.Error() + ")"
+		}
+		return m, fmt.Errorf("%w: rlm-worker exited during start-up %s; its output went to Config.Logger", ErrWorkerUnavailable, how)
 	}
 	s.kill()
 	return m, fmt.Errorf("%w: %w: first frame: %v (a worker writes only the protocol on its stdout: "+

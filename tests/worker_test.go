@@ -104,6 +104,13 @@ func TestModeSelection(t *testing.T) {
 			t.Fatalf("err = %v", err)
 		}
 	})
+	t.Run("exits at once", func(t *testing.T) {
+		t.Setenv(fakeWorkerEnv, "exit0")
+		_, err := supervisor.New(ctx, supervisor.Config{UseWorker: supervisor.WorkerAlways, WorkerPath: os.Args[0]})
+		if !errors.Is(err, supervisor.ErrWorkerUnavailable) || !strings.Contains(err.Error(), "exited during start-up with status 0") {
+			t.Fatalf("err = %v", err)
+		}
+	})
 	t.Run("corrupt frames", func(t *testing.T) {
 		t.Setenv(fakeWorkerEnv, "garbage")
 		sb, err := supervisor.New(ctx, supervisor.Config{UseWorker: supervisor.WorkerAlways, WorkerPath: os.Args[0]})
@@ -305,6 +312,8 @@ func fakeWorker(kind string) int {
 	case "garbage":
 		w.WriteMessage(ipc.KindHello, 0, ipc.Hello{ProtocolVersion: ipc.ProtocolVersion, PythonVersion: "3.14.2", PyodideVersion: "x", PID: os.Getpid()})
 		os.Stdout.Write([]byte{0, 0, 0, 5, 0xc1, 0xc1, 0xc1, 0xc1, 0xc1})
+	case "exit0":
+		return 0
 	case "liar":
 		// Says in the interrupt page that an Execute's code returned,
 		// and never replies to it.

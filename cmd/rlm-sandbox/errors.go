@@ -148,6 +148,10 @@ func hint(err error) string {
 			"then `rlm-sandbox prepare` checks it. If the cache cannot be written (\"permission denied\", a full disk), " +
 			"set RLM_SANDBOX_CACHE to a directory of this user's own"
 	case kindWorkerUnavailable:
+		if strings.Contains(err.Error(), "exited during start-up") {
+			return "rlm-worker started and exited: run with -v to see what it printed; a process limit (ulimit -u), " +
+				"a memory limit or a missing cache can stop it; --direct runs in-process instead (without the worker's lock-down)"
+		}
 		return "build rlm-worker (`make build`) and keep it next to rlm-sandbox or on $PATH, " +
 			"set RLM_WORKER to its path, or run in-process with --direct (without the worker's lock-down)"
 	case kindWorkerExited, kindDead:
