@@ -93,3 +93,23 @@ func TestCacheOfAnotherUser(t *testing.T) {
 		t.Fatalf("as nobody, with root's cache: %v, stdout %q, stderr %q", err, out, stderr)
 	}
 }
+
+// A descriptor limit already below the worker's 64 is kept, and the
+// rlimits layer reported applied: it was reported refused as a whole,
+// since raising a hard limit is not allowed.
+func TestLowDescriptorLimit(t *testing.T) {
+	cmd := osexec.Command("sh", "-c", `ulimit -n 40 && exec "$0" version`, cliBin(t))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("version under ulimit -n 40: %v\n%s", err, out)
+	}
+	var hardening string
+	for _, l := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == "hardening" {
+			hardening = l
+		}
+	}
+	if !strings.Contains(hardening, "rlimits") || strings.Contains(string(out), "rlimits:") {
+		t.Fatalf("the rlimits layer is not reported applied:\n%s", out)
+	}
+}

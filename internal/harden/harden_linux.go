@@ -75,6 +75,12 @@ func setRlimits() error {
 		{unix.RLIMIT_NOFILE, maxFiles},
 	} {
 		lim := unix.Rlimit{Cur: l.max, Max: l.max}
+		var now unix.Rlimit
+		if unix.Getrlimit(l.res, &now) == nil && now.Max < l.max {
+			// Lower already (a hard `ulimit -n 32`): kept, as raising a
+			// hard limit is refused and the lower one is the stricter.
+			lim = unix.Rlimit{Cur: min(now.Cur, now.Max), Max: now.Max}
+		}
 		if err := unix.Setrlimit(l.res, &lim); err != nil {
 			return fmt.Errorf("setrlimit %d: %w", l.res, err)
 		}
