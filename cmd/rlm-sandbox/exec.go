@@ -77,10 +77,11 @@ that the command is killed and the call raises BridgeError.
 
 Exit status: 0 success, 1 the code raised an exception, 2 usage error,
 3 the sandbox failed (or the output could not be written), 124 timeout
-(--timeout or --wall-timeout), 130 interrupted by Ctrl-C (the first interrupts the code, a second ends the
-command at once), 143 ended by SIGTERM (the code is interrupted first), N
-the code called sys.exit(N) or os._exit(N); a reader that closes this
-command's output (| head -1) ends it with SIGPIPE (141 in a shell).`,
+(--timeout or --wall-timeout), 130 interrupted by Ctrl-C (the first
+interrupts the code, a second ends the command at once), 143 ended by
+SIGTERM (the code is interrupted first), N the code called sys.exit(N) or
+os._exit(N); a reader that closes this command's output (| head -1) ends
+it with SIGPIPE (141 in a shell).`,
 		Example: `  rlm-sandbox exec -c 'print(6*7)'
   rlm-sandbox exec script.py --context-file big.txt --timeout 10s
   seq 100 | rlm-sandbox exec --context-file - -c 'print(sum(map(int, context.split())))'
