@@ -1,7 +1,9 @@
 package supervisor
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"sync"
@@ -82,3 +84,15 @@ func enlargePipe(f syscall.Conn) {
 // that its exit was reaped (only the goroutine waiting for it reaps it),
 // possibly a moment before that goroutine records the exit.
 func processGone(pid int) bool { return unix.Kill(pid, 0) == unix.ESRCH }
+
+// processStopped reports whether the process pid is stopped (SIGSTOP:
+// state T in /proc/<pid>/stat) rather than running.
+func processStopped(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command's closing parenthesis.
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't')
+}

@@ -19,3 +19,5 @@ func enlargePipe(syscall.Conn) {}
 // processGone is true only where it can be told (Linux); elsewhere a
 // worker's exit is known once its waiting goroutine records it.
 func processGone(int) bool { return false }
+
+func processStopped(int) bool { return false }

@@ -36,6 +36,7 @@ type run struct {
 	ended       bool
 	killed      bool
 	inC         bool        // killed before the code took the interrupt
+	procStopped bool        // killed while its process was stopped
 	expiry      *time.Timer // the grace period, once stopped
 	// ctx is the context of the bridge callbacks the code makes, made on
 	// the first call; it is cancelled when the execution is stopped or ends.
@@ -79,6 +80,9 @@ type runHooks struct {
 	// (direct mode, where nothing preempts a call in C): while it has not,
 	// the grace period starts again instead.
 	waitTaken bool
+	// frozen, when set, reports whether the interpreter's process is
+	// stopped (SIGSTOP), which is why it takes no interrupt.
+	frozen func() bool
 	// returned, when set, is the id of the request whose code returned
 	// last, which the host learns before its reply (worker mode, where a
 	// slow consumer of the output holds up the reply: ipc.Page.Returned).
@@ -204,6 +208,7 @@ func (r *run) expire() {
 		return
 	}
 	r.killed, r.inC = true, inC
+	r.procStopped = r.frozen != nil && r.frozen()
 	r.mu.Unlock()
 	r.kill()
 }
@@ -214,6 +219,9 @@ func (r *run) killReason() string {
 	defer r.mu.Unlock()
 	if r.afterReturn {
 		return fmt.Sprintf("its worker said the code had returned, yet sent no reply %v after the stop", r.grace)
+	}
+	if r.procStopped {
+		return fmt.Sprintf("its process was stopped (SIGSTOP) %v after the interrupt", r.grace)
 	}
 	if r.inC {
 		return fmt.Sprintf("the code was still in a call in C %v after the interrupt, which it takes only once back in Python", r.grace)

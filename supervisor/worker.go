@@ -824,7 +824,7 @@ func (s *workerSandbox) killStubborn() {
 // returned GracePeriod after the interrupt is killed, in Python or in C.
 func (s *workerSandbox) runHooks() runHooks {
 	return runHooks{interrupt: s.interrupt, kill: s.killStubborn, untaken: func() bool { return s.page.Load() != 0 },
-		returned: s.page.Returned}
+		returned: s.page.Returned, frozen: func() bool { return processStopped(s.cmd.Process.Pid) }}
 }
 
 // markStubborn marks the sandbox dead for code that did not return after

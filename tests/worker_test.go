@@ -503,3 +503,19 @@ func TestWorkerGoesFirstOnOOM(t *testing.T) {
 		t.Fatalf("worker's oom_score_adj %d, the supervisor's %d: want the worker's higher", w, s)
 	}
 }
+
+// A worker stopped (SIGSTOP) while its code runs takes no interrupt: it is
+// killed after the grace period like code that ignores one, and the error
+// says that its process was stopped (it said the code was in a call in C).
+func TestWorkerStoppedMidExecute(t *testing.T) {
+	w := newLineWaiter()
+	sb := newSandbox(t, workerMode, supervisor.Config{OnStdout: w.onLine, Timeout: 300 * time.Millisecond, GracePeriod: 200 * time.Millisecond}, "")
+	ch := startBlocking(t, sb, w, context.Background(), "while True: pass")
+	if err := syscall.Kill(sb.Info().PID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	r := wait(t, ch)
+	if !errors.Is(r.err, supervisor.ErrTimeout) || !errors.Is(r.err, supervisor.ErrDead) || !strings.Contains(r.err.Error(), "its process was stopped") {
+		t.Fatalf("err = %v, want a timeout that killed the stopped worker, saying it was stopped", r.err)
+	}
+}
