@@ -109,24 +109,54 @@ def _rlm_boot():
 
     # The host's streams write through to it on every write
     # (PYTHONUNBUFFERED): they need a flush only once code replaced or
-    # reconfigured them.
-    out0, err0 = sys.stdout, sys.stderr
+    # reconfigured them. Their files cannot be closed: a wrapper that code
+    # makes of one (io.TextIOWrapper(sys.stdout.buffer, ...) or of
+    # sys.stdout.detach(), to change the encoding) closes it when it is
+    # collected, which would silence every later cell. A stream that code
+    # detached or closed is made again at the cell's end, and a closed
+    # descriptor 1 or 2 the host opens again after each request.
+    import io
+
+    class HostFile(io.FileIO):
+        def close(self):
+            self.flush()
+
+    def host_stream(fd):
+        raw = HostFile(fd, "w", closefd=False)
+        raw.name = ("<stdin>", "<stdout>", "<stderr>")[fd]
+        errors = "backslashreplace" if fd == 2 else "strict"
+        return io.TextIOWrapper(raw, encoding="utf-8", errors=errors, write_through=True)
+
+    sys.stdout = sys.__stdout__ = out0 = host_stream(1)
+    sys.stderr = sys.__stderr__ = err0 = host_stream(2)
+
+    def usable(f):
+        try:
+            return not f.closed
+        except Exception:
+            return False  # detached (sys.stdout.detach())
 
     def flush():
         # At each cell's end. A cell that replaced sys.stdout or sys.stderr
         # and did not put it back (a capture whose restore an exception
         # skipped) would silence every later cell: the host's streams come
         # back, as the helpers are bound again before each cell.
-        for name, own in (("stdout", out0), ("stderr", err0)):
+        nonlocal out0, err0
+        own = [out0, err0]
+        for i, name in enumerate(("stdout", "stderr")):
             f = getattr(sys, name, None)
-            if f is own and f.write_through:
+            if f is own[i] and usable(f) and f.write_through:
                 continue
             try:
                 f.flush()
             except BaseException:
                 pass
-            if f is not own:
-                setattr(sys, name, own)
+            if not usable(own[i]):
+                own[i] = host_stream(i + 1)
+                setattr(sys, "__%s__" % name, own[i])
+            if f is not own[i]:
+                setattr(sys, name, own[i])
+        out0, err0 = own
 
     def message(e):
         try:
@@ -512,7 +542,7 @@ def _rlm_boot():
     state["fast"] = objs = (
         g, state["helpers"], sources, out0, err0, fail, flush,
         sys.intern("write_through"), True, sys.intern("__builtins__"), builtins, None,
-        run_interactive)
+        run_interactive, sys.intern("closed"), False)
     fast = tuple(id(x) for x in objs)
 
     def touch():

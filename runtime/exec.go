@@ -330,6 +330,7 @@ func (in *Interpreter) serveLocked(ctx context.Context, out Output, run func() (
 	in.clock.begin()
 	ok, err := run()
 	in.clock.end()
+	in.host.RestoreStdio()
 	in.endBridgeCtx()
 	in.reqCtx = nil
 	in.channel.clear()

@@ -42,6 +42,7 @@ type fastObjects struct {
 	BuiltinsName, Builtins    uint32 // "__builtins__", the builtins module
 	None                      uint32
 	Interactive               uint32 // the bootstrap's run_interactive(src, name)
+	Closed, False             uint32 // "closed", False
 }
 
 // fastFuncs are the C API functions of the fast path.
@@ -95,7 +96,7 @@ func (in *Interpreter) loadFast(ctx context.Context) error {
 		return fmt.Errorf("runtime: fast path: %w", err)
 	}
 	t, ok := v.([]any)
-	if !ok || len(t) != 13 {
+	if !ok || len(t) != 15 {
 		return fmt.Errorf("runtime: fast path: malformed reply %v", v)
 	}
 	a := make([]uint32, len(t))
@@ -109,7 +110,7 @@ func (in *Interpreter) loadFast(ctx context.Context) error {
 			return err
 		}
 	}
-	in.fastObj = fastObjects{a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12]}
+	in.fastObj = fastObjects{a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14]}
 	return nil
 }
 
@@ -407,7 +408,8 @@ func (in *Interpreter) fastFail(f *fastState, err error) (bool, error) {
 }
 
 // fastFlush flushes the streams as the bootstrap's flush() does: not the
-// ones it found while they write through (PYTHONUNBUFFERED), every other.
+// ones it found while they write through (PYTHONUNBUFFERED) and are open
+// (code may have detached or closed one), every other.
 func (in *Interpreter) fastFlush(f *fastState) error {
 	for _, s := range [...]struct{ name, own uint32 }{{fastStdout, f.obj.Stdout}, {fastStderr, f.obj.Stderr}} {
 		cur, err := f.call(in, f.fn.sysGet, uint64(f.buf+s.name))
@@ -415,20 +417,15 @@ func (in *Interpreter) fastFlush(f *fastState) error {
 			return err
 		}
 		if uint32(cur) == s.own {
-			wt, err := f.call(in, f.fn.getAttr, uint64(s.own), uint64(f.obj.WriteThrough))
+			ok, err := in.fastAttrIs(f, s.own, f.obj.WriteThrough, f.obj.True)
+			if err == nil && ok {
+				ok, err = in.fastAttrIs(f, s.own, f.obj.Closed, f.obj.False)
+			}
 			if err != nil {
 				return err
 			}
-			if uint32(wt) == f.obj.True {
+			if ok {
 				continue
-			}
-			if wt == 0 {
-				_, err = in.call1(in.fns.errClear)
-			} else {
-				in.decRef(wt)
-			}
-			if err != nil {
-				return err
 			}
 		}
 		// flush() flushes both streams and swallows what they raise.
@@ -444,6 +441,21 @@ func (in *Interpreter) fastFlush(f *fastState) error {
 		return nil
 	}
 	return nil
+}
+
+// fastAttrIs reports whether obj's attribute name is the object want,
+// clearing what getting it raised (a detached stream's "closed").
+func (in *Interpreter) fastAttrIs(f *fastState, obj, name, want uint32) (bool, error) {
+	v, err := f.call(in, f.fn.getAttr, uint64(obj), uint64(name))
+	if err != nil {
+		return false, err
+	}
+	if v == 0 {
+		_, err = in.call1(in.fns.errClear)
+		return false, err
+	}
+	in.decRef(v)
+	return uint32(v) == want, nil
 }
 
 // ensure makes the scratch buffer hold n bytes after its header (f.buf is

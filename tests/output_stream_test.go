@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -108,6 +109,24 @@ func TestReplacedStreamsComeBack(t *testing.T) {
 		}
 		if got := lines.String(); got != "result: 42\ncaptured\nback\n" {
 			t.Fatalf("OnStdout got %q", got)
+		}
+		// What code does to change the streams' encoding, or closes of
+		// them: each cell after one still prints. A wrapper of the host's
+		// file used to close it when collected, and every later cell
+		// failed ("I/O operation on closed file").
+		for _, c := range []struct{ name, code string }{
+			{"wrapper of buffer", "sys.stdout = io.TextIOWrapper(sys.stdout.buffer, encoding='utf-8')\nsys.stderr = io.TextIOWrapper(sys.stderr.buffer, encoding='utf-8')"},
+			{"wrapper of detach", "sys.stdout = io.TextIOWrapper(sys.stdout.detach(), encoding='utf-8')"},
+			{"open of fileno", "sys.stdout = open(sys.stdout.fileno(), 'w', encoding='utf-8')"},
+			{"with open(1)", "with open(1, 'w') as f:\n    f.write('')"},
+			{"close", "sys.stdout.close()\nsys.stderr.close()"},
+			{"os.close", "import os\nos.close(1)\nos.close(2)"},
+		} {
+			exec(t, sb, c.code+"\nimport gc\ngc.collect()")
+			ce := exec(t, sb, "print('after', "+strconv.Quote(c.name)+")\nprint('err', file=sys.stderr)")
+			if ce.Stdout != "after "+c.name+"\n" || ce.Stderr != "err\n" {
+				t.Errorf("after %s: %+v", c.name, ce)
+			}
 		}
 	})
 }

@@ -181,12 +181,29 @@ func (s stdoutStream) Write(p []byte) (int, vfs.Errno) {
 	return len(p), ESUCCESS
 }
 
+// stdio is the description of standard descriptor fd (0-2).
+func (h *Host) stdio(fd int) *description {
+	s := []stream{stdinStream{}, stdoutStream{h: h}, stdoutStream{h: h, err: true}}[fd]
+	return &description{s: s, path: "/dev/std" + []string{"in", "out", "err"}[fd], flags: []int{vfs.O_RDONLY, vfs.O_WRONLY, vfs.O_WRONLY}[fd]}
+}
+
 func (h *Host) installStdio() error {
-	for fd, s := range []stream{stdinStream{}, stdoutStream{h: h}, stdoutStream{h: h, err: true}} {
-		d := &description{s: s, path: "/dev/std" + []string{"in", "out", "err"}[fd], flags: []int{vfs.O_RDONLY, vfs.O_WRONLY, vfs.O_WRONLY}[fd]}
-		if errno := h.fds.place(d, int32(fd), false); errno != ESUCCESS {
+	for fd := range 3 {
+		if errno := h.fds.place(h.stdio(fd), int32(fd), false); errno != ESUCCESS {
 			return errno
 		}
 	}
 	return nil
+}
+
+// RestoreStdio opens again the standard descriptors (0-2) that code closed
+// (os.close(1), a `with open(1, "w")`), as the host's: a request's output
+// reaches the host whatever the requests before it did. One that code
+// made refer to something else (os.dup2) is left.
+func (h *Host) RestoreStdio() {
+	for fd := range 3 {
+		if _, open := h.fds.get(int32(fd)); !open {
+			h.fds.place(h.stdio(fd), int32(fd), false)
+		}
+	}
 }
