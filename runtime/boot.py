@@ -129,6 +129,11 @@ def _rlm_boot():
 
     sys.stdout = sys.__stdout__ = out0 = host_stream(1)
     sys.stderr = sys.__stderr__ = err0 = host_stream(2)
+    # Standard input is always at its end; exit() and quit() close it, and
+    # input() in a later cell would then raise ValueError, not EOFError.
+    stdin = HostFile(0, "r", closefd=False)
+    stdin.name = "<stdin>"
+    sys.stdin = sys.__stdin__ = io.TextIOWrapper(stdin, encoding="utf-8")
 
     def usable(f):
         try:

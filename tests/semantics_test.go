@@ -135,6 +135,13 @@ func TestStandardStreamsAreNotTerminals(t *testing.T) {
 		if ce.Error != "EOFError: EOF when reading a line" {
 			t.Errorf("error %q", ce.Error)
 		}
+		// exit() and quit() close sys.stdin before they raise SystemExit:
+		// a later input() still meets the end of the input (it raised
+		// ValueError: I/O operation on closed file).
+		exec(t, sb, "try:\n    exit()\nexcept SystemExit:\n    pass\nsys.stdin.close()")
+		if ce := exec(t, sb, "input()"); ce.Error != "EOFError: EOF when reading a line" {
+			t.Errorf("input() after exit(): error %q", ce.Error)
+		}
 	})
 }
 
