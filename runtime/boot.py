@@ -665,6 +665,42 @@ def _rlm_boot():
 
     sys.meta_path.insert(0, Refuse)
 
+    # ProcessPoolExecutor turns the refusal of _multiprocessing into an
+    # error about named semaphores: once imported, its module says why.
+    no_processes = unsupported["_multiprocessing"]
+
+    class LimitProcessPool:
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            if name != "concurrent.futures.process":
+                return None
+            for finder in sys.meta_path:
+                if finder is LimitProcessPool or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(name, path, target)
+                if spec is not None and spec.loader is not None:
+                    break
+            else:
+                return None
+            real = spec.loader
+
+            class Loader:
+                def __getattr__(self, attr):  # get_source, for tracebacks
+                    return getattr(real, attr)
+
+                def create_module(self, spec):
+                    return real.create_module(spec)
+
+                def exec_module(self, module):
+                    real.exec_module(module)
+                    module._system_limits_checked = True
+                    module._system_limited = no_processes
+
+            spec.loader = Loader()
+            return spec
+
+    sys.meta_path.insert(0, LimitProcessPool)
+
     # There are no threads (Pyodide's CPython is built without them): the
     # error says so, and what to use for concurrent llm_query calls.
     import _thread

@@ -33,6 +33,9 @@ func TestWhatTheSandboxLacksSaysSo(t *testing.T) {
 				"RuntimeError", []string{"without threads"}, ""},
 			{"import multiprocessing\nmultiprocessing.Pool(2)",
 				"ImportError", []string{"no other processes", "llm_query_batched"}, ""},
+			// It spoke of named semaphores.
+			{"from concurrent.futures import ProcessPoolExecutor\nwith ProcessPoolExecutor() as ex:\n    list(ex.map(abs, [-1]))",
+				"NotImplementedError", []string{"no other processes", "llm_query_batched"}, "raise NotImplementedError"},
 			{"import numpy", "ModuleNotFoundError", []string{"No module named 'numpy'"}, "standard library only"},
 			{"import zoneinfo\nzoneinfo.ZoneInfo('Europe/Paris')", "ZoneInfoNotFoundError", nil, "no time zone database"},
 		} {
