@@ -122,18 +122,16 @@ def _rlm_boot():
             self.flush()
 
     def host_stream(fd):
-        raw = HostFile(fd, "w", closefd=False)
+        raw = HostFile(fd, "w" if fd else "r", closefd=False)
         raw.name = ("<stdin>", "<stdout>", "<stderr>")[fd]
         errors = "backslashreplace" if fd == 2 else "strict"
-        return io.TextIOWrapper(raw, encoding="utf-8", errors=errors, write_through=True)
+        return io.TextIOWrapper(raw, encoding="utf-8", errors=errors, write_through=fd > 0)
 
     sys.stdout = sys.__stdout__ = out0 = host_stream(1)
     sys.stderr = sys.__stderr__ = err0 = host_stream(2)
     # Standard input is always at its end; exit() and quit() close it, and
     # input() in a later cell would then raise ValueError, not EOFError.
-    stdin = HostFile(0, "r", closefd=False)
-    stdin.name = "<stdin>"
-    sys.stdin = sys.__stdin__ = io.TextIOWrapper(stdin, encoding="utf-8")
+    sys.stdin = sys.__stdin__ = host_stream(0)
 
     def usable(f):
         try:
@@ -655,27 +653,20 @@ def _rlm_boot():
         if m.startswith("_test"):
             unsupported[m] = "CPython's C API test modules are not available in the rlm-sandbox"
 
+    # ProcessPoolExecutor turns the refusal of _multiprocessing into an
+    # error about named semaphores: once imported, its module says why.
+    no_processes = unsupported["_multiprocessing"]
+
     class Refuse:
         @staticmethod
         def find_spec(name, path=None, target=None):
             root = name.partition(".")[0]
             if root in unsupported:
                 raise ImportError("cannot import %s: %s" % (name, unsupported[root]), name=name)
-            return None
-
-    sys.meta_path.insert(0, Refuse)
-
-    # ProcessPoolExecutor turns the refusal of _multiprocessing into an
-    # error about named semaphores: once imported, its module says why.
-    no_processes = unsupported["_multiprocessing"]
-
-    class LimitProcessPool:
-        @staticmethod
-        def find_spec(name, path=None, target=None):
             if name != "concurrent.futures.process":
                 return None
             for finder in sys.meta_path:
-                if finder is LimitProcessPool or not hasattr(finder, "find_spec"):
+                if finder is Refuse or not hasattr(finder, "find_spec"):
                     continue
                 spec = finder.find_spec(name, path, target)
                 if spec is not None and spec.loader is not None:
@@ -699,7 +690,7 @@ def _rlm_boot():
             spec.loader = Loader()
             return spec
 
-    sys.meta_path.insert(0, LimitProcessPool)
+    sys.meta_path.insert(0, Refuse)
 
     # There are no threads (Pyodide's CPython is built without them): the
     # error says so, and what to use for concurrent llm_query calls.

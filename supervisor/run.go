@@ -152,21 +152,16 @@ func (r *run) stopRunning(why error) bool {
 	}
 	r.why = why
 	if r.codeReturned() {
-		// Nothing to interrupt and no one to kill: the code has returned,
-		// and its reply waits behind output that the callbacks have not
-		// had yet (worker mode). The callbacks get GracePeriod, as after
-		// any stop, and the execution is not reported as interrupted.
+		// Nothing to interrupt: the code has returned, and its reply
+		// waits behind output that the callbacks have not had yet (worker
+		// mode). The callbacks get GracePeriod, as after any stop, and
+		// the execution is not reported as interrupted. The reply is then
+		// read within moments; the expiry below still kills a worker whose
+		// word that its code returned was not to be taken.
 		r.afterReturn = true
-		r.out.stop(why, r.grace)
-		if r.cancel != nil {
-			r.cancel()
-		}
-		// The reply is then read within moments; the supervisor does
-		// not take a worker's word for it that it comes at all.
-		r.expiry = time.AfterFunc(r.grace, r.expire)
-		return true
+	} else {
+		r.interrupt()
 	}
-	r.interrupt()
 	r.out.stop(why, r.grace)
 	if r.cancel != nil {
 		r.cancel()

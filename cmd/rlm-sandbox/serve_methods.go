@@ -440,9 +440,9 @@ func (s *server) workerMode(direct *bool) supervisor.WorkerMode {
 func (s *server) execute(ctx context.Context, e *sandboxEntry, sb supervisor.Sandbox, p executeParams) (any, error) {
 	if context.Cause(ctx) == errCanceledByClient {
 		s.hub.observeExecute(nil, supervisor.ErrCanceled, 0)
-		interrupted, alive := "KeyboardInterrupt", false
+		interrupted, dead := "KeyboardInterrupt", false
 		return nil, &rpcError{Code: codeCanceled, Message: "execution canceled before it started (cancel came while it waited its turn)",
-			Data: &errorData{Kind: kindCanceled, Execution: &execution{Error: &interrupted, ErrorType: &interrupted}, SandboxDead: &alive}}
+			Data: &errorData{Kind: kindCanceled, Execution: &execution{Error: &interrupted, ErrorType: &interrupted}, SandboxDead: &dead}}
 	}
 	run := sb.Execute
 	if p.Interactive {
