@@ -71,6 +71,8 @@ func compile(ctx context.Context, wasm, stdlib []byte, wasmHash, stdlibHash, cac
 	}
 
 	uncached, mode := boundsChecked(wazero.NewRuntimeConfigCompiler().WithCoreFeatures(features()))
+	uncached, inlineMode := inlined(uncached)
+	mode += inlineMode
 	cfg := uncached
 	id := wasmHash[:16]
 	flavor := id + wazeroBuild() + mode // of the compiled code, for its marker and lock
