@@ -96,3 +96,12 @@ func inlined(cfg wazero.RuntimeConfig) (wazero.RuntimeConfig, string) {
 	}
 	return cfg, ""
 }
+
+// guestConfig returns the compiler configuration the guest gets in this
+// process (bounds checks and inlining as above), and the suffix of its
+// "compiled" marker and lock.
+func guestConfig() (wazero.RuntimeConfig, string) {
+	cfg, bounds := boundsChecked(wazero.NewRuntimeConfigCompiler().WithCoreFeatures(features()))
+	cfg, inline := inlined(cfg)
+	return cfg, bounds + inline
+}

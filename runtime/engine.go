@@ -70,9 +70,7 @@ func compile(ctx context.Context, wasm, stdlib []byte, wasmHash, stdlibHash, cac
 		}
 	}
 
-	uncached, mode := boundsChecked(wazero.NewRuntimeConfigCompiler().WithCoreFeatures(features()))
-	uncached, inlineMode := inlined(uncached)
-	mode += inlineMode
+	uncached, mode := guestConfig()
 	cfg := uncached
 	id := wasmHash[:16]
 	flavor := id + wazeroBuild() + mode // of the compiled code, for its marker and lock

@@ -29,7 +29,7 @@ var oobModule = []byte{
 // bounds checks, an access outside the memory returns wazero's trap error;
 // without (DropBoundsChecks), it faults and the process dies.
 func probeOutOfBounds(ctx context.Context, fn string, addr uint32) error {
-	cfg, _ := boundsChecked(wazero.NewRuntimeConfigCompiler().WithCoreFeatures(features()))
+	cfg, _ := guestConfig()
 	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
 	defer rt.Close(ctx)
 	var mem linmem.Tracker

@@ -88,9 +88,9 @@ func TestGuestOutOfBoundsStopped(t *testing.T) {
 }
 
 // TestWorkerRunsWithoutBoundsChecks: workers compile the guest without
-// bounds checks (the runtime's "compiled" marker of that mode exists once
-// a worker has started), direct mode with them, and both run the same code
-// to the same result.
+// bounds checks and with small functions inlined (the runtime's "compiled"
+// marker of that mode exists once a worker has started), direct mode with
+// bounds checks, and both run the same code to the same result.
 func TestWorkerRunsWithoutBoundsChecks(t *testing.T) {
 	if os.Getenv(runtime.BoundsChecksEnv) == "1" {
 		t.Skip(runtime.BoundsChecksEnv + "=1 keeps the checks")
@@ -105,8 +105,14 @@ func TestWorkerRunsWithoutBoundsChecks(t *testing.T) {
 	if len(outs) != 2 || outs[0] != outs[1] || outs[0] != "20001 end\n" {
 		t.Errorf("worker and direct: %q", outs)
 	}
-	marks, _ := filepath.Glob(filepath.Join(runtime.CacheDir(), "wazero", "compiled-*-nobounds"))
+	// The worker's mode, as the binaries compile it: also inlined (wazero
+	// patch 28) unless RLM_SANDBOX_INLINING=0.
+	suffix := "-nobounds-inline"
+	if os.Getenv(runtime.InliningEnv) == "0" {
+		suffix = "-nobounds"
+	}
+	marks, _ := filepath.Glob(filepath.Join(runtime.CacheDir(), "wazero", "compiled-*"+suffix))
 	if len(marks) == 0 {
-		t.Errorf("no compiled-*-nobounds marker in %s: the worker did not compile without bounds checks", filepath.Join(runtime.CacheDir(), "wazero"))
+		t.Errorf("no compiled-*%s marker in %s: the worker did not compile without bounds checks and with inlining", suffix, filepath.Join(runtime.CacheDir(), "wazero"))
 	}
 }
