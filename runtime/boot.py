@@ -228,13 +228,20 @@ def _rlm_boot():
 
     def tb_text(e):
         tb = e.__traceback__
-        skip = {run.__code__, execute.__code__, run_interactive.__code__}
+        skip = {run.__code__, execute.__code__, run_interactive.__code__, run_code.__code__}
         try:
             skip.add(sys.modules["ast"].parse.__code__)
         except Exception:
             pass  # not imported (or not the ast module any more)
         while tb is not None and tb.tb_frame.f_code in skip:
             tb = tb.tb_next
+        if tb is not None and tb.tb_frame.f_code is awaited.__code__:
+            # A cell that awaits: asyncio's frames, down to the cell's.
+            t = tb
+            while t is not None and t.tb_frame.f_code.co_filename not in sources:
+                t = t.tb_next
+            if t is not None:
+                tb = t
         try:
             # The helpers' own frames (llm_query raising BridgeError, say)
             # and the bootstrap's (its time.sleep, its import refusals)
@@ -284,8 +291,7 @@ def _rlm_boot():
             if interactive:
                 run_interactive(src, name)
             else:
-                code = compile(src, name, "exec", dont_inherit=True)
-                exec(code, g)
+                run_code(compile(src, name, "exec", top_level_await, dont_inherit=True))
         except BaseException as e:
             spent(e)
             try:
@@ -303,9 +309,28 @@ def _rlm_boot():
         last = None
         if tree.body and isinstance(tree.body[-1], ast.Expr):
             last = ast.Interactive(body=[tree.body.pop()])
-        exec(compile(tree, name, "exec", dont_inherit=True), g)
+        run_code(compile(tree, name, "exec", top_level_await, dont_inherit=True))
         if last is not None:
-            exec(compile(last, name, "single", dont_inherit=True), g)
+            run_code(compile(last, name, "single", top_level_await, dont_inherit=True))
+
+    # Cells may await at their top level, as in IPython and in Pyodide's
+    # runPythonAsync (ast.PyCF_ALLOW_TOP_LEVEL_AWAIT; the host's fast path
+    # compiles with it too). A cell that does compiles to a coroutine
+    # function's code: running it returns the coroutine, which awaited()
+    # runs. Code that does not await compiles as without the flag.
+    top_level_await = 0x2000
+
+    def run_code(code):
+        coro = eval(code, g)
+        if coro is not None:
+            awaited(coro)
+
+    def awaited(coro):
+        # As asyncio.run does: in an event loop of its own, closed after,
+        # the tasks the cell left behind cancelled (none outlives its
+        # cell, so an interrupted cell cannot resume in a later one).
+        import asyncio
+        asyncio.run(coro)
 
     # An exception's message and traceback go to the host at most this
     # many characters long, their middle cut as the host cuts output (a
@@ -545,7 +570,7 @@ def _rlm_boot():
     state["fast"] = objs = (
         g, state["helpers"], sources, out0, err0, fail, flush,
         sys.intern("write_through"), True, sys.intern("__builtins__"), builtins, None,
-        run_interactive, sys.intern("closed"), False)
+        run_interactive, sys.intern("closed"), False, awaited)
     fast = tuple(id(x) for x in objs)
 
     def touch():

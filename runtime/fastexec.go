@@ -43,6 +43,7 @@ type fastObjects struct {
 	None                      uint32
 	Interactive               uint32 // the bootstrap's run_interactive(src, name)
 	Closed, False             uint32 // "closed", False
+	Awaited                   uint32 // the bootstrap's awaited(coro)
 }
 
 // fastFuncs are the C API functions of the fast path.
@@ -76,8 +77,10 @@ const (
 	fastHeader = 80
 	// A buffer grown past fastKeep for a large cell is freed after it.
 	fastKeep = 1 << 20
-	// compile()'s flags for a str source: PyCF_SOURCE_IS_UTF8 | PyCF_IGNORE_COOKIE.
-	cfFlags = 0x0100 | 0x0800
+	// compile()'s flags for a str source, PyCF_SOURCE_IS_UTF8 |
+	// PyCF_IGNORE_COOKIE, and the bootstrap's top_level_await,
+	// PyCF_ALLOW_TOP_LEVEL_AWAIT.
+	cfFlags = 0x0100 | 0x0800 | 0x2000
 	// Py_file_input and Py_single_input: compile()'s "exec" and "single".
 	pyFileInput   = 257
 	pySingleInput = 256
@@ -96,7 +99,7 @@ func (in *Interpreter) loadFast(ctx context.Context) error {
 		return fmt.Errorf("runtime: fast path: %w", err)
 	}
 	t, ok := v.([]any)
-	if !ok || len(t) != 15 {
+	if !ok || len(t) != 16 {
 		return fmt.Errorf("runtime: fast path: malformed reply %v", v)
 	}
 	a := make([]uint32, len(t))
@@ -110,7 +113,7 @@ func (in *Interpreter) loadFast(ctx context.Context) error {
 			return err
 		}
 	}
-	in.fastObj = fastObjects{a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14]}
+	in.fastObj = fastObjects{a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15]}
 	return nil
 }
 
@@ -221,16 +224,24 @@ func (f *fastState) compile(in *Interpreter, src uint32, nameObj, mode uint64) (
 	return f.call(in, f.fn.compile, uint64(src), nameObj, mode, uint64(f.buf+fastFlags), uint64(^uint32(0)))
 }
 
-// fastEval runs a code object in __main__, as exec() does, and reports
-// whether it raised (the exception then set).
+// fastEval runs a code object in __main__, as the bootstrap's run_code
+// does, and reports whether it raised (the exception then set). A cell's
+// code returns None, or, when it awaits at its top level, a coroutine,
+// which the bootstrap's awaited() runs.
 func (in *Interpreter) fastEval(f *fastState, codeObj uint64) (raised bool, err error) {
 	res, err := f.call(in, f.fn.eval, codeObj, uint64(f.obj.Globals), uint64(f.obj.Globals))
 	if err != nil || res == 0 {
 		return res == 0, err
 	}
-	if uint32(res) != f.obj.None {
-		in.decRef(res)
+	if uint32(res) == f.obj.None {
+		return false, nil
 	}
+	r, err := f.call(in, f.fn.call1, uint64(f.obj.Awaited), res)
+	in.decRef(res)
+	if err != nil || r == 0 {
+		return r == 0, err
+	}
+	in.decRef(r)
 	return false, nil
 }
 

@@ -1,0 +1,71 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
+)
+
+// TestTopLevelAwait: a cell may await at its top level, as in IPython and
+// in Pyodide's runPythonAsync (which DSPy's interpreter uses), through
+// Execute and ExecuteInteractive, with the fast path and the bootstrap's
+// (a cell that is not UTF-8, here a byte in a comment, takes the latter).
+// The cell runs as asyncio.run would: its names stay in the sandbox, its
+// exception's traceback starts at the cell, not in asyncio, the tasks it
+// leaves are cancelled at its end (they do not run on in a later cell),
+// and a time limit stops it with the sandbox alive.
+func TestTopLevelAwait(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{Timeout: time.Second, GracePeriod: 5 * time.Second}, "")
+		ctx := context.Background()
+		def := "import asyncio\nasync def double(x):\n    await asyncio.sleep(0.01)\n    return 2 * x\n"
+		if ce := exec(t, sb, def); ce.Error != "" {
+			t.Fatalf("def: %+v", ce)
+		}
+		for _, c := range []struct{ name, code, want string }{
+			{"statement", "r = await double(21)\nprint(r)", "42\n"},
+			{"names kept", "print(r + 1)", "43\n"},
+			{"gather", "print(await asyncio.gather(double(1), double(2)))", "[2, 4]\n"},
+			{"async for", "async def gen():\n    for i in range(3):\n        yield i\nprint([i async for i in gen()])", "[0, 1, 2]\n"},
+			{"bootstrap's path", "# \xff\nprint(await double(4))", "8\n"},
+			{"asyncio.run after", "print(asyncio.run(double(5)))", "10\n"},
+		} {
+			if ce := exec(t, sb, c.code); ce.Stdout != c.want || ce.Error != "" {
+				t.Errorf("%s: %+v, want %q", c.name, ce, c.want)
+			}
+		}
+
+		ce, err := sb.ExecuteInteractive(ctx, "await double(50)")
+		if err != nil || ce.Stdout != "100\n" {
+			t.Errorf("interactive: %+v, %v", ce, err)
+		}
+
+		ce = exec(t, sb, "async def boom():\n    await asyncio.sleep(0)\n    raise ValueError('inside')\nawait boom()")
+		if ce.ErrorType != "ValueError" || !strings.HasPrefix(ce.Traceback, "Traceback (most recent call last):\n  File \"<cell-") ||
+			strings.Contains(ce.Traceback, "asyncio") || !strings.Contains(ce.Traceback, "in boom") {
+			t.Errorf("error: %+v", ce)
+		}
+
+		ce = exec(t, sb, "n = 0\nasync def tick():\n    global n\n    while True:\n        n += 1\n        await asyncio.sleep(0.001)\n"+
+			"task = asyncio.ensure_future(tick())\nawait asyncio.sleep(0.02)\nprint(n > 0)")
+		if ce.Stdout != "True\n" {
+			t.Errorf("ticking: %+v", ce)
+		}
+		ce = exec(t, sb, "before = n\nawait asyncio.sleep(0.05)\nprint(n == before, task.cancelled())")
+		if ce.Stdout != "True True\n" {
+			t.Errorf("a task left behind ran on: %+v", ce)
+		}
+
+		ce, err = sb.Execute(ctx, "await asyncio.sleep(60)")
+		if !errors.Is(err, supervisor.ErrTimeout) || ce == nil || ce.ErrorType != "KeyboardInterrupt" {
+			t.Fatalf("time limit: %+v, %v", ce, err)
+		}
+		if ce := exec(t, sb, "print(await double(3))"); ce.Stdout != "6\n" {
+			t.Errorf("after the time limit: %+v", ce)
+		}
+	})
+}
