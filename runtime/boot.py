@@ -26,6 +26,19 @@ def _rlm_boot():
     # context: the value the host last set (what search_context searches).
     state = {"helpers": {}, "context": None, "context_text": None}
 
+    # The host interrupts code with one SIGINT. asyncio.run (its Runner),
+    # when it finds Python's default handler, replaces it for the run with
+    # one that makes the first SIGINT a cancel of the main task, which code
+    # busy between awaits never sees: the host then kills the worker. A
+    # handler of the sandbox's own, raising KeyboardInterrupt as the
+    # default does, keeps Runner's out.
+    import signal
+
+    def interrupted(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, interrupted)
+
     def readn(fd, n):
         # Reads exactly n bytes, allocating no more than they need, so a
         # nearly full heap can still be served.
@@ -236,12 +249,11 @@ def _rlm_boot():
         while tb is not None and tb.tb_frame.f_code in skip:
             tb = tb.tb_next
         if tb is not None and tb.tb_frame.f_code is awaited.__code__:
-            # A cell that awaits: asyncio's frames, down to the cell's.
-            t = tb
-            while t is not None and t.tb_frame.f_code.co_filename not in sources:
-                t = t.tb_next
-            if t is not None:
-                tb = t
+            # A cell that awaits: asyncio's frames, down to the cell's (all
+            # of them when the cell was not running: an interrupt that
+            # found the loop waiting).
+            while tb is not None and tb.tb_frame.f_code.co_filename not in sources:
+                tb = tb.tb_next
         try:
             # The helpers' own frames (llm_query raising BridgeError, say)
             # and the bootstrap's (its time.sleep, its import refusals)
@@ -328,9 +340,33 @@ def _rlm_boot():
     def awaited(coro):
         # As asyncio.run does: in an event loop of its own, closed after,
         # the tasks the cell left behind cancelled (none outlives its
-        # cell, so an interrupted cell cannot resume in a later one).
+        # cell, so an interrupted cell cannot resume in a later one). But
+        # not with asyncio.run, whose SIGINT handler turns the first
+        # interrupt into a cancel that code busy between awaits never sees
+        # (the host sends one interrupt, then kills): here an interrupt
+        # raises KeyboardInterrupt where the code is, as in any cell. The
+        # cell's task runs in a copy of the context, as every task does;
+        # what it changed there (decimal's context, a ContextVar) is copied
+        # back, as a cell without await would have kept it.
         import asyncio
-        asyncio.run(coro)
+        import contextvars
+        loop = asyncio.new_event_loop()
+        ctx = contextvars.copy_context()
+        try:
+            return loop.run_until_complete(loop.create_task(coro, context=ctx))
+        finally:
+            try:
+                left = asyncio.all_tasks(loop)
+                for t in left:
+                    t.cancel()
+                if left:
+                    loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            finally:
+                loop.close()
+                for var, value in ctx.items():
+                    if var.get(ctx) is not value:
+                        var.set(value)
 
     # An exception's message and traceback go to the host at most this
     # many characters long, their middle cut as the host cuts output (a
@@ -494,9 +530,13 @@ def _rlm_boot():
     mod.plain = lambda v: plain(v, 0, set())
 
     def complete(src):
+        # codeop.compile_command's last compile drops its flags, and would
+        # take a block that awaits for a syntax error, so complete.
         import codeop
+        cc = codeop.CommandCompiler()
+        cc.compiler.flags |= top_level_await
         try:
-            return codeop.compile_command(src, "<input>", "single") is not None
+            return cc(src, "<input>", "single") is not None
         except (SyntaxError, ValueError, OverflowError):
             return True
 

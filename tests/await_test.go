@@ -17,7 +17,9 @@ import (
 // The cell runs as asyncio.run would: its names stay in the sandbox, its
 // exception's traceback starts at the cell, not in asyncio, the tasks it
 // leaves are cancelled at its end (they do not run on in a later cell),
-// and a time limit stops it with the sandbox alive.
+// the context it changes stays, a time limit stops it with the sandbox
+// alive whether it waits or computes (as it stops a cell that calls
+// asyncio.run), and the prompt waits for the rest of a block that awaits.
 func TestTopLevelAwait(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		sb := newSandbox(t, m, supervisor.Config{Timeout: time.Second, GracePeriod: 5 * time.Second}, "")
@@ -60,12 +62,45 @@ func TestTopLevelAwait(t *testing.T) {
 			t.Errorf("a task left behind ran on: %+v", ce)
 		}
 
-		ce, err = sb.Execute(ctx, "await asyncio.sleep(60)")
-		if !errors.Is(err, supervisor.ErrTimeout) || ce == nil || ce.ErrorType != "KeyboardInterrupt" {
-			t.Fatalf("time limit: %+v, %v", ce, err)
+		ce = exec(t, sb, "import decimal\nawait asyncio.sleep(0)\ndecimal.setcontext(decimal.Context(prec=5))")
+		if ce.Error != "" {
+			t.Fatalf("decimal: %+v", ce)
 		}
-		if ce := exec(t, sb, "print(await double(3))"); ce.Stdout != "6\n" {
-			t.Errorf("after the time limit: %+v", ce)
+		if ce := exec(t, sb, "print(decimal.Decimal(1) / 3)\ndecimal.setcontext(decimal.Context())"); ce.Stdout != "0.33333\n" {
+			t.Errorf("the context a cell that awaits set did not stay: %+v", ce)
+		}
+
+		for _, c := range []struct {
+			name, code string
+			ownRun     bool // the code calls asyncio.run: its frames show
+		}{
+			// asyncio.run's SIGINT handler made the one interrupt a cancel
+			// that busy code never saw, and the worker was killed.
+			{"waiting", "await asyncio.sleep(60)", false},
+			{"busy after an await", "await asyncio.sleep(0)\nwhile True: pass", false},
+			{"sleeping in a coroutine", "import time\nasync def nap():\n    time.sleep(60)\nawait nap()", false},
+			{"busy in asyncio.run", "async def spin():\n    await asyncio.sleep(0)\n    while True: pass\nasyncio.run(spin())", true},
+		} {
+			ce, err = sb.Execute(ctx, c.code)
+			if !errors.Is(err, supervisor.ErrTimeout) || ce == nil || ce.ErrorType != "KeyboardInterrupt" || !c.ownRun && strings.Contains(ce.Traceback, "asyncio/") {
+				t.Fatalf("time limit, %s: %+v, %v", c.name, ce, err)
+			}
+			if ce := exec(t, sb, "print(await double(3))"); ce.Stdout != "6\n" {
+				t.Errorf("after the time limit, %s: %+v", c.name, ce)
+			}
+		}
+
+		// The prompt's test of a block: one that awaits is not complete
+		// before its last line (it was taken for a syntax error, and run).
+		for src, want := range map[string]bool{
+			"for i in range(2):":                             false,
+			"for i in range(2):\n    await asyncio.sleep(0)": false,
+			"async with asyncio.timeout(1):":                 false,
+			"await asyncio.sleep(0)":                         true,
+		} {
+			if got, err := sb.IsComplete(ctx, src); err != nil || got != want {
+				t.Errorf("IsComplete(%q) = %v, %v; want %v", src, got, err, want)
+			}
 		}
 	})
 }
