@@ -35,6 +35,7 @@ def _rlm_boot():
     import signal
 
     def interrupted(signum, frame):
+        "The sandbox's SIGINT handler: raises KeyboardInterrupt."
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, interrupted)
@@ -321,9 +322,21 @@ def _rlm_boot():
         last = None
         if tree.body and isinstance(tree.body[-1], ast.Expr):
             last = ast.Interactive(body=[tree.body.pop()])
-        run_code(compile(tree, name, "exec", top_level_await, dont_inherit=True))
+        parts = [compile(tree, name, "exec", top_level_await, dont_inherit=True)]
         if last is not None:
-            run_code(compile(last, name, "single", top_level_await, dont_inherit=True))
+            parts.append(compile(last, name, "single", top_level_await, dont_inherit=True))
+        if any(p.co_flags & 0x80 for p in parts):  # inspect.CO_COROUTINE
+            # The cell awaits: both parts in one event loop (the tasks the
+            # first starts are the second's to await).
+            async def both():
+                for p in parts:
+                    r = eval(p, g)
+                    if r is not None:
+                        await r
+            awaited(both())
+        else:
+            for p in parts:
+                run_code(p)
 
     # Cells may await at their top level, as in IPython and in Pyodide's
     # runPythonAsync (ast.PyCF_ALLOW_TOP_LEVEL_AWAIT; the host's fast path
@@ -352,8 +365,26 @@ def _rlm_boot():
         import contextvars
         loop = asyncio.new_event_loop()
         ctx = contextvars.copy_context()
+        task = loop.create_task(coro, context=ctx)
         try:
-            return loop.run_until_complete(loop.create_task(coro, context=ctx))
+            return loop.run_until_complete(task)
+        except BaseException as e:
+            if not task.done():
+                # An interrupt while the loop waited: the traceback is the
+                # loop's. Where the cell was is in its suspended frames:
+                # the coroutines it awaits, down to the last in a cell.
+                frames, c = [], coro
+                while c is not None and getattr(c, "cr_frame", None) is not None:
+                    frames.append(c.cr_frame)
+                    c = getattr(c, "cr_await", None)
+                while frames and frames[-1].f_code.co_filename not in sources:
+                    frames.pop()
+                tb = None
+                for f in reversed(frames):
+                    tb = type(e.__traceback__)(tb, f, f.f_lasti, f.f_lineno)
+                if tb is not None:
+                    e.__traceback__ = tb
+            raise
         finally:
             try:
                 left = asyncio.all_tasks(loop)

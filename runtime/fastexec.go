@@ -255,6 +255,11 @@ func (in *Interpreter) fastEval(f *fastState, codeObj uint64) (raised bool, err 
 // the wrong place): the caller then takes run_interactive, which reports
 // the error as compile() would.
 func (in *Interpreter) runSplit(f *fastState, code string, nameObj uint64) (ok, done bool, err error) {
+	if strings.Contains(code, "await") || strings.Contains(code, "async") {
+		// A cell that may await at its top level runs its two parts in
+		// one event loop: run_interactive does.
+		return false, false, nil
+	}
 	head, tail, lines, display, split := splitCell(code)
 	if !split {
 		return false, false, nil

@@ -19,7 +19,9 @@ import (
 // leaves are cancelled at its end (they do not run on in a later cell),
 // the context it changes stays, a time limit stops it with the sandbox
 // alive whether it waits or computes (as it stops a cell that calls
-// asyncio.run), and the prompt waits for the rest of a block that awaits.
+// asyncio.run), its traceback saying where the cell was, an interactive
+// cell runs in one loop, and the prompt waits for the rest of a block
+// that awaits.
 func TestTopLevelAwait(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		sb := newSandbox(t, m, supervisor.Config{Timeout: time.Second, GracePeriod: 5 * time.Second}, "")
@@ -41,12 +43,22 @@ func TestTopLevelAwait(t *testing.T) {
 			}
 		}
 
-		ce, err := sb.ExecuteInteractive(ctx, "await double(50)")
-		if err != nil || ce.Stdout != "100\n" {
-			t.Errorf("interactive: %+v, %v", ce, err)
+		for code, want := range map[string]string{
+			"await double(50)": "100\n",
+			// The parts before the last line and the last run in one
+			// loop: the tasks the first starts are the last's to await
+			// (with a loop each, the first had no loop, or its tasks were
+			// cancelled before the last ran).
+			"tasks = [asyncio.create_task(double(i)) for i in range(3)]\nawait asyncio.gather(*tasks)": "[0, 2, 4]\n",
+			"t = asyncio.create_task(double(7))\nawait asyncio.sleep(0)\nawait t":                      "14\n",
+		} {
+			ce, err := sb.ExecuteInteractive(ctx, code)
+			if err != nil || ce.Stdout != want || ce.Error != "" {
+				t.Errorf("interactive %q: %+v, %v", code, ce, err)
+			}
 		}
 
-		ce = exec(t, sb, "async def boom():\n    await asyncio.sleep(0)\n    raise ValueError('inside')\nawait boom()")
+		ce := exec(t, sb, "async def boom():\n    await asyncio.sleep(0)\n    raise ValueError('inside')\nawait boom()")
 		if ce.ErrorType != "ValueError" || !strings.HasPrefix(ce.Traceback, "Traceback (most recent call last):\n  File \"<cell-") ||
 			strings.Contains(ce.Traceback, "asyncio") || !strings.Contains(ce.Traceback, "in boom") {
 			t.Errorf("error: %+v", ce)
@@ -81,8 +93,9 @@ func TestTopLevelAwait(t *testing.T) {
 			{"sleeping in a coroutine", "import time\nasync def nap():\n    time.sleep(60)\nawait nap()", false},
 			{"busy in asyncio.run", "async def spin():\n    await asyncio.sleep(0)\n    while True: pass\nasyncio.run(spin())", true},
 		} {
-			ce, err = sb.Execute(ctx, c.code)
-			if !errors.Is(err, supervisor.ErrTimeout) || ce == nil || ce.ErrorType != "KeyboardInterrupt" || !c.ownRun && strings.Contains(ce.Traceback, "asyncio/") {
+			ce, err := sb.Execute(ctx, c.code)
+			if !errors.Is(err, supervisor.ErrTimeout) || ce == nil || ce.ErrorType != "KeyboardInterrupt" || !strings.Contains(ce.Traceback, "File \"<cell-") ||
+				!c.ownRun && strings.Contains(ce.Traceback, "asyncio/") {
 				t.Fatalf("time limit, %s: %+v, %v", c.name, ce, err)
 			}
 			if ce := exec(t, sb, "print(await double(3))"); ce.Stdout != "6\n" {
