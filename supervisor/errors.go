@@ -29,6 +29,10 @@ var (
 	// ErrInvalidName: SetVariable of a name that Python code could not use
 	// as a variable: not an identifier ("my var", "1x", ""), or a keyword.
 	ErrInvalidName = errors.New("supervisor: not a Python variable name")
+	// ErrTooLarge reports code too large to send to a worker, which takes
+	// it in one message of at most 64 MiB (direct mode has no such limit;
+	// large data goes in with Initialize or SetVariable, which have none).
+	ErrTooLarge = errors.New("supervisor: too large for a worker")
 )
 
 // workerDead is the error of a sandbox whose worker process is gone: it

@@ -35,6 +35,8 @@ type Sandbox interface {
 	// exception is reported in the CodeExecution, not as an error. On
 	// timeout or cancellation it returns the CodeExecution so far (with
 	// what was printed) and an error matching ErrTimeout or ErrCanceled.
+	// A worker takes code of at most 64 MiB (less 1 KiB): more fails with
+	// ErrTooLarge, and the sandbox goes on.
 	Execute(ctx context.Context, code string) (*CodeExecution, error)
 	// ExecuteInteractive is Execute the way Python's interactive prompt
 	// runs code: when the code's last statement is an expression, its

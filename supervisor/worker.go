@@ -717,6 +717,10 @@ func (s *workerSandbox) answerBridge(r *run, id uint64, c ipc.BridgeCall) {
 	}
 }
 
+// maxCode is the largest code a worker takes: one Execute frame, less room
+// for its envelope.
+const maxCode = ipc.MaxFrameSize - 1024
+
 func (s *workerSandbox) Execute(ctx context.Context, code string) (*CodeExecution, error) {
 	return s.execute(ctx, code, false)
 }
@@ -732,6 +736,10 @@ func (s *workerSandbox) execute(ctx context.Context, code string, interactive bo
 	defer s.release()
 	if !s.inited.Load() {
 		return nil, ErrNotInitialized
+	}
+	if len(code) > maxCode {
+		return nil, fmt.Errorf("%w: code of %d bytes (a worker takes at most %d, in one message); pass large data with SetVariable or Initialize",
+			ErrTooLarge, len(code), maxCode)
 	}
 	streams, out := newStreams(s.cfg)
 	defer s.output.Store(nil) // published by runRequest, after the run: see Cancel

@@ -78,7 +78,7 @@ func errorKind(err error) string {
 		return kindExit
 	case errors.Is(err, errPython):
 		return kindPython
-	case errors.Is(err, errUsage), errors.Is(err, supervisor.ErrInvalidName):
+	case errors.Is(err, errUsage), errors.Is(err, supervisor.ErrInvalidName), errors.Is(err, supervisor.ErrTooLarge):
 		return kindUsage
 	case errors.Is(err, supervisor.ErrTimeout):
 		return kindTimeout
