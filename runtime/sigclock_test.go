@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	goruntime "runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,8 +71,32 @@ func TestSignalClockInterruptsLongRun(t *testing.T) {
 	in := newInterp(t, runtime.Config{Interrupt: intr})
 	code := strings.Replace(longRun, "LOOP", "range(2_000)", 1)
 	for i := range 3 { // and again: each run engages the clock anew
-		out := &onLine{s: "slow", f: func() { intr.Store(runtime.SIGINT) }}
+		// The signal comes from another goroutine, kept running, as a
+		// cancel does. Stored from the guest's own goroutine (in the
+		// output callback), it would ready the clock's watcher on the
+		// guest's processor, where, on a loaded machine, it could wait
+		// for the guest's next call to the host (iteration 69).
+		var slow, over atomic.Bool
+		stored := make(chan struct{})
+		go func() {
+			defer close(stored)
+			for !slow.Load() {
+				if over.Load() {
+					return
+				}
+				goruntime.Gosched()
+			}
+			intr.Store(runtime.SIGINT)
+		}()
+		out := &onLine{s: "slow", f: func() { slow.Store(true) }}
+		// A garbage collection that starts during the run stops every
+		// goroutine, the clock's watcher with them, until the guest next
+		// calls the host (the guest's code cannot be preempted): the
+		// signal would wait for it. Collect now, so none starts.
+		goruntime.GC()
 		res, err := in.Exec(context.Background(), code, runtime.Output{Stdout: out})
+		over.Store(true)
+		<-stored
 		if err != nil {
 			t.Fatal(err)
 		}
