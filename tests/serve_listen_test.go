@@ -595,7 +595,9 @@ func TestListenLimits(t *testing.T) {
 			}
 		}
 		resultOf(t, c.request("create", map[string]any{"max_output": 100000}))
-		resultOf(t, c.request("create", map[string]any{}))
+		second, _ := resultOf(t, c.request("create", map[string]any{}))["sandbox"].(string)
+		// The log line may come after the answer: wait for it.
+		srv.stderr.waitFor(t, "sandbox="+second+" worker_pid=", time.Minute)
 		if n := strings.Count(srv.stderr.String(), "sandbox started"); n != 2 {
 			t.Fatalf("%d sandboxes started, want 2:\n%s", n, srv.stderr)
 		}
