@@ -325,18 +325,7 @@ def _rlm_boot():
         parts = [compile(tree, name, "exec", top_level_await, dont_inherit=True)]
         if last is not None:
             parts.append(compile(last, name, "single", top_level_await, dont_inherit=True))
-        if any(p.co_flags & 0x80 for p in parts):  # inspect.CO_COROUTINE
-            # The cell awaits: both parts in one event loop (the tasks the
-            # first starts are the second's to await).
-            async def both():
-                for p in parts:
-                    r = eval(p, g)
-                    if r is not None:
-                        await r
-            awaited(both())
-        else:
-            for p in parts:
-                run_code(p)
+        run_code(*parts)
 
     # Cells may await at their top level, as in IPython and in Pyodide's
     # runPythonAsync (ast.PyCF_ALLOW_TOP_LEVEL_AWAIT; the host's fast path
@@ -345,22 +334,33 @@ def _rlm_boot():
     # runs. Code that does not await compiles as without the flag.
     top_level_await = 0x2000
 
-    def run_code(code):
-        coro = eval(code, g)
-        if coro is not None:
-            awaited(coro)
+    def run_code(*parts):
+        # The code objects of a cell, in __main__. When one awaits, all of
+        # them run in one event loop (the tasks the first part of an
+        # interactive cell starts are the second's to await).
+        if not any(p.co_flags & 0x80 for p in parts):  # inspect.CO_COROUTINE
+            for p in parts:
+                exec(p, g)
+            return
+
+        async def cell():
+            for p in parts:
+                coro = eval(p, g)
+                if coro is not None:
+                    await coro
+
+        awaited(cell())
 
     def awaited(coro):
         # As asyncio.run does: in an event loop of its own, closed after,
         # the tasks the cell left behind cancelled (none outlives its
-        # cell, so an interrupted cell cannot resume in a later one). But
-        # not with asyncio.run, whose SIGINT handler turns the first
-        # interrupt into a cancel that code busy between awaits never sees
-        # (the host sends one interrupt, then kills): here an interrupt
-        # raises KeyboardInterrupt where the code is, as in any cell. The
-        # cell's task runs in a copy of the context, as every task does;
-        # what it changed there (decimal's context, a ContextVar) is copied
-        # back, as a cell without await would have kept it.
+        # cell, so an interrupted cell cannot resume in a later one); an
+        # interrupt raises KeyboardInterrupt where the code is (see the
+        # SIGINT handler above). The cell's task runs in a copy of the
+        # context, as every task does; what it changed there (decimal's
+        # context, a ContextVar) is copied back, as a cell without await
+        # would have kept it. The host's fast path calls it with a cell's
+        # coroutine itself.
         import asyncio
         import contextvars
         loop = asyncio.new_event_loop()

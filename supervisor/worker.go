@@ -730,16 +730,16 @@ func (s *workerSandbox) ExecuteInteractive(ctx context.Context, code string) (*C
 }
 
 func (s *workerSandbox) execute(ctx context.Context, code string, interactive bool) (*CodeExecution, error) {
+	if len(code) > maxCode { // refused at once, not after the code running now
+		return nil, fmt.Errorf("%w: code of %d bytes (a worker takes at most %d, in one message); pass large data with SetVariable or Initialize",
+			ErrTooLarge, len(code), maxCode)
+	}
 	if err := s.acquire(ctx); err != nil {
 		return nil, err
 	}
 	defer s.release()
 	if !s.inited.Load() {
 		return nil, ErrNotInitialized
-	}
-	if len(code) > maxCode {
-		return nil, fmt.Errorf("%w: code of %d bytes (a worker takes at most %d, in one message); pass large data with SetVariable or Initialize",
-			ErrTooLarge, len(code), maxCode)
 	}
 	streams, out := newStreams(s.cfg)
 	defer s.output.Store(nil) // published by runRequest, after the run: see Cancel
