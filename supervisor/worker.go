@@ -145,10 +145,15 @@ func newWorker(ctx context.Context, cfg Config) (*workerSandbox, error) {
 		return startWorker(ctx, cfg, wc, false, []string{why})
 	case errors.Is(err, runtime.ErrDistribution) && mayDownload(cfg):
 		// The worker may have had to download Pyodide, which a network
-		// namespace forbids: it gets the network, this once.
+		// namespace forbids: it gets the network, this once. Only a
+		// retry that works says so: when it fails too, the namespaces
+		// were not the cause, and its error is the one to report (once).
 		why := "userns, netns: Pyodide could not be loaded without the network (" + err.Error() + ")"
-		cfg.Logger.Warn("worker: starting without new namespaces", "why", why)
-		return startWorker(ctx, cfg, wc, false, []string{why})
+		s, err := startWorker(ctx, cfg, wc, false, []string{why})
+		if err == nil {
+			cfg.Logger.Warn("worker: started without new namespaces", "why", why)
+		}
+		return s, err
 	}
 	return s, err
 }
