@@ -86,7 +86,9 @@ func compile(ctx context.Context, wasm, stdlib []byte, wasmHash, stdlibHash, cac
 	}
 	cold := marker == ""
 	if marker != "" {
-		if _, err := os.Stat(marker); err != nil {
+		if st, err := os.Stat(marker); err == nil {
+			markCompiled(marker, st.ModTime())
+		} else {
 			unlock, err := distCache(cacheDir).Lock(ctx, "compile-"+flavor)
 			switch {
 			case errors.Is(err, fs.ErrPermission):
@@ -127,9 +129,7 @@ func compile(ctx context.Context, wasm, stdlib []byte, wasmHash, stdlibHash, cac
 		rt.Close(ctx)
 		return nil, fmt.Errorf("compile %s: %w", fileWasm, err)
 	}
-	if cold && marker != "" {
-		_ = os.WriteFile(marker, []byte(time.Since(start).String()+"\n"), 0o644)
-	}
+	took := time.Since(start)
 	got, err := rt.CompileModule(ctx, wasmgen.GOT(gotNames))
 	if err != nil {
 		rt.Close(ctx)
@@ -139,6 +139,12 @@ func compile(ctx context.Context, wasm, stdlib []byte, wasmHash, stdlibHash, cac
 	if err != nil {
 		rt.Close(ctx)
 		return nil, fmt.Errorf("runtime: compile trampoline module: %w", err)
+	}
+	if marker != "" {
+		if cold {
+			writeMarker(marker, start, took)
+		}
+		trimCache(cacheDir)
 	}
 	// Exports and imports come from our own parse: asking the compiled
 	// module makes wazero build a definition of each of its ~17,000

@@ -59,7 +59,8 @@ type Config struct {
 	// CacheDir holds the downloaded Pyodide files, their exnref
 	// translation, the compilation cache and the bytecode-compiled standard
 	// library. Default: CacheDir(). "-" disables the caches (every process
-	// then downloads, translates and compiles Pyodide, ~10 s).
+	// then downloads, translates and compiles Pyodide, ~10 s). What no
+	// process used in 14 days is removed from it (at most once a day).
 	CacheDir string
 	// MemoryLimit caps the guest's linear memory in bytes. Allocations past
 	// it raise MemoryError in Python. From MinMemoryLimit to

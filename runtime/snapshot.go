@@ -228,6 +228,7 @@ func (e *engine) bootImage(key string, notice io.Writer) *bootImage {
 		return nil
 	}
 	st.img = img
+	distload.MarkUsed(path)
 	return img
 }
 
@@ -334,9 +335,10 @@ func (e *engine) writeSnapshot(meta snapshotMeta, mem []byte) error {
 // testHookSnapshotWritten, when set, is called after a snapshot is written.
 var testHookSnapshotWritten func()
 
-// pruneSnapshots removes the snapshots of other builds, keeping the
-// newest few (other binaries may still be using them; a process that
-// already mapped one is not affected by its removal).
+// pruneSnapshots removes the snapshots of other builds, keeping the few
+// used last (bootImage marks the one it loads; other binaries may still be
+// using them; a process that already mapped one is not affected by its
+// removal). trimCache removes those unused for long.
 func pruneSnapshots(dir, keep string) {
 	const keepNewest = 6
 	ents, err := os.ReadDir(dir)

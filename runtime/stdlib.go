@@ -37,6 +37,7 @@ func (e *engine) loadPycZip() []byte {
 	if err != nil {
 		return nil
 	}
+	distload.MarkUsed(p)
 	return b
 }
 

@@ -24,6 +24,9 @@ import (
 //	refs/<key>              the <hex> of the blob that <key> stands for
 //	locks/<key>.lock        flock(2) targets, so that processes fill a key once
 //
+// Get and Ref mark what they read as used (MarkUsed), and Trim removes
+// what was not used for a while.
+//
 // Files appear only by renaming a complete temporary file. A blob's
 // SHA-256 is checked when it enters the cache (or, for a blob without a
 // .crc, the first time it is read); later reads check its size and CRC-32C
@@ -63,6 +66,7 @@ func (c *Cache) Get(hex string) ([]byte, bool) {
 		return nil, false
 	}
 	if want, err := os.ReadFile(p + ".crc"); err == nil && string(want) == crcLine(b) {
+		MarkUsed(p)
 		return b, true
 	}
 	if sum(b) != hex {
@@ -73,6 +77,7 @@ func (c *Cache) Get(hex string) ([]byte, bool) {
 		return nil, false
 	}
 	_ = WriteAtomic(p+".crc", []byte(crcLine(b)))
+	MarkUsed(p)
 	return b, true
 }
 
@@ -169,10 +174,12 @@ func (c *Cache) Ref(key string) (string, bool) {
 	if c == nil || !keyRe.MatchString(key) {
 		return "", false
 	}
-	b, err := os.ReadFile(filepath.Join(c.dir, "refs", key))
+	p := filepath.Join(c.dir, "refs", key)
+	b, err := os.ReadFile(p)
 	if err != nil {
 		return "", false
 	}
+	MarkUsed(p)
 	h := strings.TrimSpace(string(b))
 	return h, hexRe.MatchString(h)
 }
