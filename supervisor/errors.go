@@ -1,6 +1,9 @@
 package supervisor
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Errors callers can test with errors.Is. Python exceptions are not errors
 // of Execute: they are reported in CodeExecution.
@@ -33,12 +36,23 @@ var (
 	// it in one message of at most 64 MiB (direct mode has no such limit;
 	// large data goes in with Initialize or SetVariable, which have none).
 	ErrTooLarge = errors.New("supervisor: too large for a worker")
+	// ErrOutOfMemory: the worker was killed (SIGKILL, not the supervisor's)
+	// while the kernel's out-of-memory killer killed, on Linux; it comes
+	// with ErrWorkerExited and ErrDead. The machine or container ran out
+	// of memory; a MemoryLimit makes the sandbox fail allocations with
+	// MemoryError before that.
+	ErrOutOfMemory = errors.New("supervisor: worker killed for want of memory")
 )
 
 // workerDead is the error of a sandbox whose worker process is gone: it
-// matches ErrWorkerExited and ErrDead, and names the prefix once.
-func workerDead(why string) error {
-	return &joinedError{msg: "supervisor: worker process exited, the sandbox is dead (" + why + ")", errs: []error{ErrWorkerExited, ErrDead}}
+// matches ErrWorkerExited and ErrDead (and what why matches), and names
+// the prefix once.
+func workerDead(why any) error {
+	errs := []error{ErrWorkerExited, ErrDead}
+	if err, ok := why.(error); ok {
+		errs = append(errs, err)
+	}
+	return &joinedError{msg: fmt.Sprintf("supervisor: worker process exited, the sandbox is dead (%v)", why), errs: errs}
 }
 
 // joinedError is an error with its own message that matches several.

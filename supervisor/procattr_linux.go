@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"syscall"
 
@@ -95,4 +96,21 @@ func processStopped(pid int) bool {
 	// The state follows the command's closing parenthesis.
 	i := bytes.LastIndexByte(b, ')')
 	return i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't')
+}
+
+// oomKills is the number of processes the kernel's out-of-memory killer
+// has killed since boot, on the whole machine (its cgroups' kills
+// included): oom_kill in /proc/vmstat (Linux 4.13 and later).
+func oomKills() (int64, bool) {
+	b, err := os.ReadFile("/proc/vmstat")
+	if err != nil {
+		return 0, false
+	}
+	for line := range bytes.SplitSeq(b, []byte{'\n'}) {
+		if v, ok := bytes.CutPrefix(line, []byte("oom_kill ")); ok {
+			n, err := strconv.ParseInt(string(v), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }

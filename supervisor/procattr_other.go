@@ -21,3 +21,6 @@ func enlargePipe(syscall.Conn) {}
 func processGone(int) bool { return false }
 
 func processStopped(int) bool { return false }
+
+// oomKills is known only on Linux.
+func oomKills() (int64, bool) { return 0, false }

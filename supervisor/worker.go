@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -70,6 +71,12 @@ type workerSandbox struct {
 
 	exited chan struct{} // closed once the process has been reaped
 	exit   error         // how it ended; read after exited is closed
+	// oomBase is the machine's count of out-of-memory kills before the
+	// worker started (oomKills; -1: unknown), killing whether the
+	// supervisor killed it: a SIGKILL from elsewhere while the count rose
+	// is reported as ErrOutOfMemory.
+	oomBase int64
+	killing atomic.Bool
 }
 
 // findWorker locates the rlm-worker binary: cfg.WorkerPath, else
@@ -243,6 +250,10 @@ func startWorker(ctx context.Context, cfg Config, wc workerCommand, ns bool, ref
 		stdoutW.Close()
 		return nil, fmt.Errorf("%w: %v", ErrWorkerUnavailable, err)
 	}
+	oomBase, ok := oomKills()
+	if !ok {
+		oomBase = -1
+	}
 	err = cmd.Start()
 	stdoutW.Close()
 	if err != nil {
@@ -265,12 +276,13 @@ func startWorker(ctx context.Context, cfg Config, wc workerCommand, ns bool, ref
 		outputs: map[uint64]*execStreams{},
 		asked:   map[uint64]struct{}{},
 		exited:  make(chan struct{}),
+		oomBase: oomBase,
 	}
 	s.answerers = newAnswerers(s.exited)
 	log := cfg.Logger.With("worker_pid", cmd.Process.Pid)
 	go func() {
 		s.pumpLogs(stderr) // until the process is gone or closed its stderr
-		s.exit = cmd.Wait()
+		s.exit = s.explainExit(cmd.Wait())
 		if stageFile != nil {
 			stageFile.Close()
 		}
@@ -334,9 +346,30 @@ func (s *workerSandbox) failPending() {
 	}
 }
 
+// explainExit is err, the worker's exit, marked as ErrOutOfMemory when
+// the worker took a SIGKILL the supervisor did not send while the kernel's
+// out-of-memory killer killed (the kernel does not say whom: another
+// process's kill at the same time would be counted too, hence "most
+// likely" in the message).
+func (s *workerSandbox) explainExit(err error) error {
+	var ee *exec.ExitError
+	if s.oomBase < 0 || s.killing.Load() || !errors.As(err, &ee) {
+		return err
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		return err
+	}
+	if n, ok := oomKills(); !ok || n <= s.oomBase {
+		return err
+	}
+	return &joinedError{msg: err.Error() + ", most likely by the kernel's out-of-memory killer: the machine or its container ran out of memory",
+		errs: []error{ErrOutOfMemory, err}}
+}
+
 // kill ends the process (idempotent) and releases the page and the
 // pipe once it is reaped.
 func (s *workerSandbox) kill() {
+	s.killing.Store(true)
 	_ = s.cmd.Process.Kill()
 	_ = s.stdin.Close()
 	<-s.exited
@@ -364,7 +397,7 @@ func (s *workerSandbox) deadErr() error {
 	}
 	select {
 	case <-s.exited:
-		s.dead = workerDead(fmt.Sprint(s.exit))
+		s.dead = workerDead(s.exit)
 		return s.dead
 	default:
 	}

@@ -376,6 +376,7 @@ func (s *workerSandbox) readFailed(err error) {
 	if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) {
 		s.cfg.Logger.Error("corrupt frame from worker; killing it", "err", err)
 		s.markDead(fmt.Errorf("%w: %w: %v", ErrDead, ErrProtocol, err))
+		s.killing.Store(true)
 		_ = s.cmd.Process.Kill()
 	}
 	<-s.exited

@@ -519,3 +519,55 @@ func TestWorkerStoppedMidExecute(t *testing.T) {
 		t.Fatalf("err = %v, want a timeout that killed the stopped worker, saying it was stopped", r.err)
 	}
 }
+
+// memoryCgroup makes a memory cgroup of limit bytes (cgroup v1's memory
+// controller or cgroup v2's), or skips the test where this process may
+// not.
+func memoryCgroup(t *testing.T, limit int64) (procs string) {
+	t.Helper()
+	name := fmt.Sprintf("rlm-sandbox-test-%d", os.Getpid())
+	var dir, limitFile string
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		dir, limitFile = filepath.Join("/sys/fs/cgroup", name), "memory.max"
+	} else {
+		dir, limitFile = filepath.Join("/sys/fs/cgroup/memory", name), "memory.limit_in_bytes"
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Skip("no memory cgroup of our own here:", err)
+	}
+	t.Cleanup(func() { _ = os.Remove(dir) }) // once the worker is reaped
+	if err := os.WriteFile(filepath.Join(dir, limitFile), []byte(strconv.FormatInt(limit, 10)), 0o644); err != nil {
+		t.Skip("cannot limit a cgroup's memory here:", err)
+	}
+	return filepath.Join(dir, "cgroup.procs")
+}
+
+// A worker the kernel kills for want of memory gives an error that says
+// so (ErrOutOfMemory, with ErrWorkerExited); a worker killed by someone
+// else does not.
+func TestWorkerOutOfMemoryKill(t *testing.T) {
+	if _, err := os.Stat("/proc/vmstat"); err != nil {
+		t.Skip("no /proc/vmstat here")
+	}
+	other := newSandbox(t, workerMode, supervisor.Config{}, "")
+	if err := syscall.Kill(other.Info().PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_, err := other.Execute(context.Background(), "print(1)")
+	if !errors.Is(err, supervisor.ErrWorkerExited) || errors.Is(err, supervisor.ErrOutOfMemory) {
+		t.Fatalf("a worker killed by kill(2): err = %v, want ErrWorkerExited without ErrOutOfMemory", err)
+	}
+
+	procs := memoryCgroup(t, 200<<20)
+	sb := newSandbox(t, workerMode, supervisor.Config{}, "")
+	if err := os.WriteFile(procs, []byte(strconv.Itoa(sb.Info().PID)), 0o644); err != nil {
+		t.Skip("cannot move the worker to the cgroup:", err)
+	}
+	_, err = sb.Execute(context.Background(), "x = [bytearray(10**6) for _ in range(600)]")
+	if !errors.Is(err, supervisor.ErrOutOfMemory) || !errors.Is(err, supervisor.ErrWorkerExited) || !strings.Contains(err.Error(), "out-of-memory killer") {
+		t.Fatalf("a worker over its cgroup's memory: err = %v, want ErrOutOfMemory and ErrWorkerExited", err)
+	}
+	if _, err := sb.Execute(context.Background(), "print(1)"); !errors.Is(err, supervisor.ErrOutOfMemory) {
+		t.Errorf("the next call: err = %v, want ErrOutOfMemory still", err)
+	}
+}

@@ -155,6 +155,10 @@ func hint(err error) string {
 		return "build rlm-worker (`make build`) and keep it next to rlm-sandbox or on $PATH, " +
 			"set RLM_WORKER to its path, or run in-process with --direct (without the worker's lock-down)"
 	case kindWorkerExited, kindDead:
+		if errors.Is(err, supervisor.ErrOutOfMemory) {
+			return "the sandbox's interpreter is gone and everything it held with it; give the sandbox a --memory-limit " +
+				"below the memory that is free, so that the code's allocations raise MemoryError instead"
+		}
 		if strings.Contains(err.Error(), "native stack overflowed") {
 			return "the sandbox's interpreter is gone and everything it held with it; the same code fails the same way: " +
 				"let go of very deep structures a level at a time, keep sys.setrecursionlimit well below 400,000, " +
