@@ -37,6 +37,7 @@ type engine struct {
 	pycZip   []byte // bytecode-compiled stdlib, when prepared (see stdlib.go)
 	tableMin uint32 // initial size of the function table
 	cacheDir string
+	flavor   string    // of the compiled code: its directory in cacheDir/wazero
 	snap     snapshots // the boot snapshot (snapshot.go)
 }
 
@@ -73,21 +74,23 @@ func compile(ctx context.Context, wasm, stdlib []byte, wasmHash, stdlibHash, cac
 	uncached, mode := guestConfig()
 	cfg := uncached
 	id := wasmHash[:16]
-	flavor := id + wazeroBuild() + mode // of the compiled code, for its marker and lock
+	flavor := id + wazeroBuild() + mode // of the compiled code, for its directory and lock
 	var marker string
 	if cacheDir != "" {
-		dir := filepath.Join(cacheDir, "wazero")
+		// A directory per flavor, which the flavor's compile fills: its
+		// marker marks it all used, and trimCache removes it all.
+		dir := filepath.Join(cacheDir, "wazero", flavor)
 		if err := os.MkdirAll(dir, 0o755); err == nil {
 			if cache, err := wazero.NewCompilationCacheWithDir(dir); err == nil {
 				cfg = cfg.WithCompilationCache(cache)
-				marker = filepath.Join(dir, "compiled-"+flavor)
+				marker = filepath.Join(dir, compiledMarker)
 			}
 		}
 	}
 	cold := marker == ""
 	if marker != "" {
-		if st, err := os.Stat(marker); err == nil {
-			markCompiled(marker, st.ModTime())
+		if _, err := os.Stat(marker); err == nil {
+			distload.MarkUsed(marker)
 		} else {
 			unlock, err := distCache(cacheDir).Lock(ctx, "compile-"+flavor)
 			switch {
@@ -140,11 +143,8 @@ func compile(ctx context.Context, wasm, stdlib []byte, wasmHash, stdlibHash, cac
 		rt.Close(ctx)
 		return nil, fmt.Errorf("runtime: compile trampoline module: %w", err)
 	}
-	if marker != "" {
-		if cold {
-			writeMarker(marker, start, took)
-		}
-		trimCache(cacheDir)
+	if cold && marker != "" {
+		_ = os.WriteFile(marker, []byte(took.String()+"\n"), 0o644)
 	}
 	// Exports and imports come from our own parse: asking the compiled
 	// module makes wazero build a definition of each of its ~17,000
@@ -167,6 +167,7 @@ func compile(ctx context.Context, wasm, stdlib []byte, wasmHash, stdlibHash, cac
 		wasmID:   id,
 		tableMin: parsed.TableMin,
 		cacheDir: cacheDir,
+		flavor:   flavor,
 	}
 	e.pycZip = e.loadPycZip()
 	// wazero has what it needs of the module's bytes now (instantiation

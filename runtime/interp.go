@@ -281,6 +281,7 @@ func newInterpreter(ctx context.Context, eng *engine, cfg Config, usePyc bool) (
 		in, err := startInterpreter(ctx, eng, cfg, stdlib, img)
 		if err == nil {
 			in.touchErrorPaths(ctx)
+			trimCache(eng.cacheDir)
 			return in, nil
 		}
 		if !errors.Is(err, ErrSnapshot) {
@@ -295,6 +296,7 @@ func newInterpreter(ctx context.Context, eng *engine, cfg Config, usePyc bool) (
 	if key != "" && img == nil {
 		in.snapshot(key, cfg.Notice)
 	}
+	trimCache(eng.cacheDir) // now that what this process uses is marked
 	return in, nil
 }
 

@@ -228,7 +228,7 @@ func (e *engine) bootImage(key string, notice io.Writer) *bootImage {
 		return nil
 	}
 	st.img = img
-	distload.MarkUsed(path)
+	distload.MarkBeside(path)
 	return img
 }
 
@@ -357,8 +357,8 @@ func pruneSnapshots(dir, keep string) {
 			if strings.HasPrefix(name, ".boot-") && strings.HasSuffix(name, ".tmp") && time.Since(info.ModTime()) > time.Hour {
 				_ = os.Remove(p) // left by a process that died writing it
 			}
-			if strings.HasPrefix(name, "boot-") && p != keep {
-				files = append(files, file{p, info.ModTime()})
+			if strings.HasPrefix(name, "boot-") && strings.HasSuffix(name, ".img") && p != keep {
+				files = append(files, file{p, distload.LastUseOf(p, p+distload.SidecarSuffix)})
 			}
 		}
 	}
@@ -366,6 +366,7 @@ func pruneSnapshots(dir, keep string) {
 	for i, f := range files {
 		if i >= keepNewest-1 && time.Since(f.mod) > 10*time.Minute {
 			_ = os.Remove(f.path)
+			_ = os.Remove(f.path + distload.SidecarSuffix)
 		}
 	}
 }

@@ -37,7 +37,7 @@ func (e *engine) loadPycZip() []byte {
 	if err != nil {
 		return nil
 	}
-	distload.MarkUsed(p)
+	distload.MarkBeside(p)
 	return b
 }
 

@@ -1,11 +1,10 @@
 package runtime
 
 import (
-	"bufio"
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/distload"
@@ -15,27 +14,51 @@ import (
 // Config.CacheDir): the compiled code (17–26 MB per build and mode), a
 // boot snapshot (31 MB), the bytecode standard library (20 MB), Pyodide's
 // files. Every new build, and every Pyodide, leaves the last one's behind,
-// so entries are marked when used (distload.MarkUsed: their modification
-// time, at most once an hour) and, at most once a day, the first process
-// to load the runtime removes what no process used in trimAge, as the go
-// command trims its build cache.
+// so entries are marked when used (see distload's MarkUsed: a small file
+// beside each, at most once an hour) and, at most once a day, the first
+// process to start an interpreter removes what no process used in
+// trimAge, as the go command trims its build cache. It trims once its
+// interpreter is running, so that what the process uses is marked first.
+//
+//	wazero/<flavor>/           the compiled code of a module, a build and a mode
+//	wazero/<flavor>/compiled   its marker: written once compiled, marked when used
+//	snapshot/boot-<key>.img    a boot snapshot, marked by boot-<key>.img.used
+//	stdlib/python_stdlib-*.zip the bytecode standard library, marked the same way
+//	pyodide-npm-<version>/     make's copy of a Pyodide (this one's is kept)
+//	dist/                      downloads and the translated module (distload.Cache)
+//	trim.txt                   its modification time: the last trim's
 const (
 	trimAge   = 14 * 24 * time.Hour
 	trimEvery = 24 * time.Hour
-	// trimStamp, in the cache directory, was written by the last trim.
 	trimStamp = "trim.txt"
+	// compiledMarker, in a flavor's directory, says its compile finished.
+	compiledMarker = "compiled"
 )
 
-// trimCache trims cacheDir when it was not trimmed in trimEvery. A cache
-// this user cannot write is left alone. Processes that start together may
-// both trim: they remove the same files.
+// trimmed holds the cache directories this process trimmed or found
+// trimmed.
+var trimmed sync.Map
+
+// trimCache trims cacheDir when it was not trimmed in trimEvery (once per
+// process). A cache this user cannot write is left alone. Processes that
+// start together may both trim: they remove the same files.
 func trimCache(cacheDir string) {
-	stamp := filepath.Join(cacheDir, trimStamp)
-	if st, err := os.Stat(stamp); err == nil && time.Since(st.ModTime()) < trimEvery {
+	if cacheDir == "" {
 		return
 	}
+	if _, done := trimmed.LoadOrStore(cacheDir, true); done {
+		return
+	}
+	stamp := filepath.Join(cacheDir, trimStamp)
 	now := time.Now()
-	if err := os.WriteFile(stamp, []byte(now.UTC().Format(time.RFC3339)+"\n"), 0o644); err != nil {
+	if st, err := os.Stat(stamp); err == nil {
+		if age := now.Sub(st.ModTime()); age < trimEvery && age > -time.Minute {
+			return
+		}
+	} else if f, err := os.OpenFile(stamp, os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+		f.Close() // empty: a full disk has room for it
+	}
+	if err := os.Chtimes(stamp, now, now); err != nil {
 		return
 	}
 	trimBefore(cacheDir, now.Add(-trimAge))
@@ -44,8 +67,8 @@ func trimCache(cacheDir string) {
 // trimBefore removes from cacheDir what no process used since cutoff.
 func trimBefore(cacheDir string, cutoff time.Time) {
 	trimCompiled(filepath.Join(cacheDir, "wazero"), cutoff)
-	trimFiles(filepath.Join(cacheDir, "snapshot"), cutoff)
-	trimFiles(filepath.Join(cacheDir, "stdlib"), cutoff)
+	distload.TrimFiles(filepath.Join(cacheDir, "snapshot"), cutoff)
+	distload.TrimFiles(filepath.Join(cacheDir, "stdlib"), cutoff)
 	ents, _ := os.ReadDir(cacheDir)
 	for _, de := range ents {
 		// The Pyodide files of other versions (make's copy of this one
@@ -60,52 +83,28 @@ func trimBefore(cacheDir string, cutoff time.Time) {
 	distCache(cacheDir).Trim(cutoff)
 }
 
-// trimCompiled trims the compiled code: dir holds wazero's file caches
-// (a directory per wazero version, a file per module) and this package's
-// markers (compiled-<flavor>, which list the files their compile wrote;
-// compile marks those when it uses the marker). A file is kept while a
-// kept marker lists it or a process read it since cutoff.
+// trimCompiled removes the flavors' directories whose marker was not used
+// since cutoff, or, without a marker (a compile that did not finish, or
+// the layout of earlier builds: wazero's own directories and
+// compiled-<flavor> files), whose files were not.
 func trimCompiled(dir string, cutoff time.Time) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	listed := map[string]bool{}
-	for _, de := range ents {
-		if !de.Type().IsRegular() || !strings.HasPrefix(de.Name(), "compiled-") {
-			continue
-		}
-		p := filepath.Join(dir, de.Name())
-		if st, err := de.Info(); err == nil && distload.LastUse(st).Before(cutoff) {
-			_ = os.Remove(p)
-			continue
-		}
-		for _, f := range markerFiles(p) {
-			listed[f] = true
-		}
-	}
-	for _, de := range ents {
-		if !de.IsDir() {
-			continue
-		}
-		sub := filepath.Join(dir, de.Name())
-		files, _ := os.ReadDir(sub)
-		for _, f := range files {
-			rel := filepath.Join(de.Name(), f.Name())
-			if st, err := f.Info(); err == nil && !listed[rel] && distload.LastUse(st).Before(cutoff) {
-				_ = os.RemoveAll(filepath.Join(dir, rel))
-			}
-		}
-		_ = os.Remove(sub) // when empty
-	}
-}
-
-// trimFiles removes the files of dir unused since cutoff.
-func trimFiles(dir string, cutoff time.Time) {
 	ents, _ := os.ReadDir(dir)
 	for _, de := range ents {
-		if st, err := de.Info(); err == nil && de.Type().IsRegular() && distload.LastUse(st).Before(cutoff) {
-			_ = os.Remove(filepath.Join(dir, de.Name()))
+		p := filepath.Join(dir, de.Name())
+		if !de.IsDir() {
+			if st, err := de.Info(); err == nil && distload.LastUse(st).Before(cutoff) {
+				_ = os.Remove(p)
+			}
+			continue
+		}
+		marker := filepath.Join(p, compiledMarker)
+		last := distload.LastUseOf(marker)
+		if last.IsZero() {
+			last = lastUseIn(p)
+		}
+		if last.Before(cutoff) {
+			_ = os.Remove(marker) // first: a flavor with its marker is complete
+			_ = os.RemoveAll(p)
 		}
 	}
 }
@@ -126,59 +125,4 @@ func lastUseIn(dir string) time.Time {
 		return nil
 	})
 	return last
-}
-
-// A compile's marker is the time it took, then a line per file of the
-// wazero cache it wrote ("file <dir>/<name>", relative to the marker's
-// directory).
-const markerFilePrefix = "file "
-
-// writeMarker writes the marker of a compile that started at start: the
-// wazero cache files written since then are its (or another process's
-// that compiled at the same time, which keeps them a little longer).
-func writeMarker(marker string, start time.Time, took time.Duration) {
-	var b bytes.Buffer
-	b.WriteString(took.String() + "\n")
-	dir := filepath.Dir(marker)
-	ents, _ := os.ReadDir(dir)
-	for _, de := range ents {
-		if !de.IsDir() {
-			continue
-		}
-		files, _ := os.ReadDir(filepath.Join(dir, de.Name()))
-		for _, f := range files {
-			if st, err := f.Info(); err == nil && !st.ModTime().Before(start.Add(-time.Second)) {
-				b.WriteString(markerFilePrefix + filepath.Join(de.Name(), f.Name()) + "\n")
-			}
-		}
-	}
-	_ = os.WriteFile(marker, b.Bytes(), 0o644)
-}
-
-// markerFiles lists the wazero cache files a marker names.
-func markerFiles(marker string) []string {
-	b, err := os.ReadFile(marker)
-	if err != nil {
-		return nil
-	}
-	var files []string
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		if f, ok := strings.CutPrefix(sc.Text(), markerFilePrefix); ok && filepath.IsLocal(f) {
-			files = append(files, f)
-		}
-	}
-	return files
-}
-
-// markCompiled records that the compiled code behind marker (found, with
-// modification time mod) was used: the marker and the files it lists.
-func markCompiled(marker string, mod time.Time) {
-	if time.Since(mod) < distload.MarkEvery {
-		return // and so are the files: marked with it
-	}
-	distload.MarkUsed(marker)
-	for _, f := range markerFiles(marker) {
-		distload.MarkUsed(filepath.Join(filepath.Dir(marker), f))
-	}
 }

@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd -P)
 GO=${GO:-go}
 # The directory's name changes with the patches: the runtime keys its
-# compiled-code markers by it (runtime.wazeroBuild), so code compiled by
+# compiled code's directories by it (runtime.wazeroBuild), so code compiled by
 # another patch set is never taken for this one's.
 patchsum=$(cat patches/wazero/*.patch | sha256sum | cut -c1-8)
 dst=build/wazero-$WAZERO_VERSION-rlm-$patchsum

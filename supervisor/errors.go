@@ -37,10 +37,12 @@ var (
 	// large data goes in with Initialize or SetVariable, which have none).
 	ErrTooLarge = errors.New("supervisor: too large for a worker")
 	// ErrOutOfMemory: the worker was killed (SIGKILL, not the supervisor's)
-	// while the kernel's out-of-memory killer killed, on Linux; it comes
-	// with ErrWorkerExited and ErrDead. The machine or container ran out
-	// of memory; a MemoryLimit makes the sandbox fail allocations with
-	// MemoryError before that.
+	// while the kernel's out-of-memory killer killed in its memory cgroup
+	// (a container's, when in one), on Linux; it comes with
+	// ErrWorkerExited and ErrDead, or, during start-up, with
+	// ErrWorkerUnavailable. The machine or container ran out of memory; a
+	// MemoryLimit makes the sandbox fail allocations with MemoryError
+	// before that.
 	ErrOutOfMemory = errors.New("supervisor: worker killed for want of memory")
 )
 

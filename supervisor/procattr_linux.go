@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -98,17 +101,49 @@ func processStopped(pid int) bool {
 	return i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't')
 }
 
-// oomKills is the number of processes the kernel's out-of-memory killer
-// has killed since boot, on the whole machine (its cgroups' kills
-// included): oom_kill in /proc/vmstat (Linux 4.13 and later).
-func oomKills() (int64, bool) {
-	b, err := os.ReadFile("/proc/vmstat")
+// oomCounter returns how to read the number of processes the kernel's
+// out-of-memory killer killed in process pid's memory cgroup (cgroup v2's
+// memory.events, v1's memory.oom_control: oom_kill, Linux 4.13 and later),
+// a container's when pid runs in one; where that cannot be read, on the
+// whole machine (oom_kill in /proc/vmstat). Nil when neither can be.
+func oomCounter(pid int) func() (int64, bool) {
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid)); err == nil {
+		for line := range strings.SplitSeq(strings.TrimSpace(string(b)), "\n") {
+			parts := strings.SplitN(line, ":", 3)
+			if len(parts) != 3 {
+				continue
+			}
+			var file string
+			switch {
+			case parts[0] == "0" && parts[1] == "":
+				file = filepath.Join("/sys/fs/cgroup", parts[2], "memory.events")
+			case slices.Contains(strings.Split(parts[1], ","), "memory"):
+				file = filepath.Join("/sys/fs/cgroup/memory", parts[2], "memory.oom_control")
+			default:
+				continue
+			}
+			read := func() (int64, bool) { return counterIn(file, "oom_kill ") }
+			if _, ok := read(); ok {
+				return read
+			}
+		}
+	}
+	read := func() (int64, bool) { return counterIn("/proc/vmstat", "oom_kill ") }
+	if _, ok := read(); ok {
+		return read
+	}
+	return nil
+}
+
+// counterIn reads the number after prefix at the start of a line of file.
+func counterIn(file, prefix string) (int64, bool) {
+	b, err := os.ReadFile(file)
 	if err != nil {
 		return 0, false
 	}
 	for line := range bytes.SplitSeq(b, []byte{'\n'}) {
-		if v, ok := bytes.CutPrefix(line, []byte("oom_kill ")); ok {
-			n, err := strconv.ParseInt(string(v), 10, 64)
+		if v, ok := bytes.CutPrefix(line, []byte(prefix)); ok {
+			n, err := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
 			return n, err == nil
 		}
 	}

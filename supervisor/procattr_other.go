@@ -22,5 +22,5 @@ func processGone(int) bool { return false }
 
 func processStopped(int) bool { return false }
 
-// oomKills is known only on Linux.
-func oomKills() (int64, bool) { return 0, false }
+// oomCounter: out-of-memory kills are counted only on Linux.
+func oomCounter(int) func() (int64, bool) { return nil }

@@ -71,12 +71,13 @@ type workerSandbox struct {
 
 	exited chan struct{} // closed once the process has been reaped
 	exit   error         // how it ended; read after exited is closed
-	// oomBase is the machine's count of out-of-memory kills before the
-	// worker started (oomKills; -1: unknown), killing whether the
-	// supervisor killed it: a SIGKILL from elsewhere while the count rose
-	// is reported as ErrOutOfMemory.
-	oomBase int64
-	killing atomic.Bool
+	// oomKills reads the count of out-of-memory kills in the worker's
+	// memory cgroup (see oomCounter; nil: none), which was oomBase before
+	// it started; killing says whether the supervisor killed it: a SIGKILL
+	// from elsewhere while the count rose is reported as ErrOutOfMemory.
+	oomKills func() (int64, bool)
+	oomBase  int64
+	killing  atomic.Bool
 }
 
 // findWorker locates the rlm-worker binary: cfg.WorkerPath, else
@@ -250,9 +251,10 @@ func startWorker(ctx context.Context, cfg Config, wc workerCommand, ns bool, ref
 		stdoutW.Close()
 		return nil, fmt.Errorf("%w: %v", ErrWorkerUnavailable, err)
 	}
-	oomBase, ok := oomKills()
-	if !ok {
-		oomBase = -1
+	oomKills := oomCounter(os.Getpid()) // the worker starts in this process's cgroup
+	var oomBase int64
+	if oomKills != nil {
+		oomBase, _ = oomKills()
 	}
 	err = cmd.Start()
 	stdoutW.Close()
@@ -269,14 +271,15 @@ func startWorker(ctx context.Context, cfg Config, wc workerCommand, ns bool, ref
 	}
 	s := &workerSandbox{
 		cfg: cfg, cmd: cmd, page: page, stageFile: stageFile, stdin: stdin, stdout: stdout, rd: ipc.NewReader(stdout), w: ipc.NewWriter(stdin), poll: spin.New(stdout, replySpin),
-		sem:     make(chan struct{}, 1),
-		bridges: newBridges(cfg),
-		turn:    make(chan struct{}, 1),
-		pending: map[uint64]chan ipc.Message{},
-		outputs: map[uint64]*execStreams{},
-		asked:   map[uint64]struct{}{},
-		exited:  make(chan struct{}),
-		oomBase: oomBase,
+		sem:      make(chan struct{}, 1),
+		bridges:  newBridges(cfg),
+		turn:     make(chan struct{}, 1),
+		pending:  map[uint64]chan ipc.Message{},
+		outputs:  map[uint64]*execStreams{},
+		asked:    map[uint64]struct{}{},
+		exited:   make(chan struct{}),
+		oomKills: oomKills,
+		oomBase:  oomBase,
 	}
 	s.answerers = newAnswerers(s.exited)
 	log := cfg.Logger.With("worker_pid", cmd.Process.Pid)
@@ -348,18 +351,18 @@ func (s *workerSandbox) failPending() {
 
 // explainExit is err, the worker's exit, marked as ErrOutOfMemory when
 // the worker took a SIGKILL the supervisor did not send while the kernel's
-// out-of-memory killer killed (the kernel does not say whom: another
-// process's kill at the same time would be counted too, hence "most
-// likely" in the message).
+// out-of-memory killer killed in its cgroup (the kernel does not say
+// whom: another kill there since the worker started would be counted
+// too, hence "most likely" in the message).
 func (s *workerSandbox) explainExit(err error) error {
 	var ee *exec.ExitError
-	if s.oomBase < 0 || s.killing.Load() || !errors.As(err, &ee) {
+	if s.oomKills == nil || s.killing.Load() || !errors.As(err, &ee) {
 		return err
 	}
 	if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 		return err
 	}
-	if n, ok := oomKills(); !ok || n <= s.oomBase {
+	if n, ok := s.oomKills(); !ok || n <= s.oomBase {
 		return err
 	}
 	return &joinedError{msg: err.Error() + ", most likely by the kernel's out-of-memory killer: the machine or its container ran out of memory",

@@ -41,11 +41,10 @@ func (s *workerSandbox) readHello(ctx context.Context) (ipc.Message, error) {
 		<-s.exited
 		s.page.Close()
 		s.stdout.Close()
-		how := "with status 0"
-		if s.exit != nil {
-			how = "(" + s.exit.Error() + ")"
+		if s.exit == nil {
+			return m, fmt.Errorf("%w: rlm-worker exited during start-up with status 0; its output went to Config.Logger", ErrWorkerUnavailable)
 		}
-		return m, fmt.Errorf("%w: rlm-worker exited during start-up %s; its output went to Config.Logger", ErrWorkerUnavailable, how)
+		return m, fmt.Errorf("%w: rlm-worker exited during start-up (%w); its output went to Config.Logger", ErrWorkerUnavailable, s.exit)
 	}
 	s.kill()
 	return m, fmt.Errorf("%w: %w: first frame: %v (a worker writes only the protocol on its stdout: "+

@@ -111,8 +111,8 @@ func TestWorkerRunsWithoutBoundsChecks(t *testing.T) {
 	if os.Getenv(runtime.InliningEnv) == "0" {
 		suffix = "-nobounds"
 	}
-	marks, _ := filepath.Glob(filepath.Join(runtime.CacheDir(), "wazero", "compiled-*"+suffix))
+	marks, _ := filepath.Glob(filepath.Join(runtime.CacheDir(), "wazero", "*"+suffix, "compiled"))
 	if len(marks) == 0 {
-		t.Errorf("no compiled-*%s marker in %s: the worker did not compile without bounds checks and with inlining", suffix, filepath.Join(runtime.CacheDir(), "wazero"))
+		t.Errorf("no *%s/compiled marker in %s: the worker did not compile without bounds checks and with inlining", suffix, filepath.Join(runtime.CacheDir(), "wazero"))
 	}
 }

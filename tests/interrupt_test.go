@@ -220,6 +220,12 @@ func TestStubbornCodeEndingAsTheGraceEnds(t *testing.T) {
 				t.Fatalf("run %v: err = %v, want ErrTimeout", run, err)
 			}
 			_, next := sb.Execute(ctx, "pass")
+			// A loaded machine can hold up even a pass for the 100 ms
+			// Timeout (seen with helpers busy on both cores): that says
+			// nothing of the run before, so it is asked again.
+			for try := 0; try < 3 && errors.Is(next, supervisor.ErrTimeout) && !errors.Is(next, supervisor.ErrDead); try++ {
+				_, next = sb.Execute(ctx, "pass")
+			}
 			if dead := errors.Is(next, supervisor.ErrDead); dead != errors.Is(err, supervisor.ErrDead) {
 				t.Fatalf("run %v: err = %v (matches ErrDead: %v), but the next Execute gave %v", run, err, !dead, next)
 			} else if dead {

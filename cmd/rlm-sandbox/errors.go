@@ -148,6 +148,10 @@ func hint(err error) string {
 			"then `rlm-sandbox prepare` checks it. If the cache cannot be written (\"permission denied\", a full disk), " +
 			"set RLM_SANDBOX_CACHE to a directory of this user's own"
 	case kindWorkerUnavailable:
+		if errors.Is(err, supervisor.ErrOutOfMemory) {
+			return "the machine or container ran out of memory and the kernel killed the sandbox's worker as it started; " +
+				"free memory, or give the sandbox a --memory-limit below what is free"
+		}
 		if strings.Contains(err.Error(), "exited during start-up") {
 			return "rlm-worker started and exited: run with -v to see what it printed; a process limit (ulimit -u), " +
 				"a memory limit or a missing cache can stop it; --direct runs in-process instead (without the worker's lock-down)"

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
 )
 
 // serveProtocolVersion is the version of the JSON-RPC protocol of `serve`
@@ -157,10 +159,15 @@ func serveHint(err error) string {
 	switch errorKind(err) {
 	case kindTimeout:
 		return ""
-	case kindWorkerUnavailable:
-		return "build rlm-worker (`make build`) and keep it next to rlm-sandbox or on $PATH, " +
-			"set RLM_WORKER to its path, or create the sandbox with \"direct\": true"
-	case kindWorkerExited, kindDead:
+	case kindWorkerUnavailable, kindWorkerExited, kindDead:
+		if errors.Is(err, supervisor.ErrOutOfMemory) {
+			return "the machine or container ran out of memory and the kernel killed the sandbox's worker; " +
+				"give sandboxes a memory_limit below the memory that is free, so that the code's allocations raise MemoryError instead"
+		}
+		if errorKind(err) == kindWorkerUnavailable {
+			return "build rlm-worker (`make build`) and keep it next to rlm-sandbox or on $PATH, " +
+				"set RLM_WORKER to its path, or create the sandbox with \"direct\": true"
+		}
 		return "the sandbox's interpreter is gone and everything it held with it; " +
 			"restart the sandbox (`restart`), or destroy it and create another"
 	}

@@ -24,8 +24,8 @@ import (
 //	refs/<key>              the <hex> of the blob that <key> stands for
 //	locks/<key>.lock        flock(2) targets, so that processes fill a key once
 //
-// Get and Ref mark what they read as used (MarkUsed), and Trim removes
-// what was not used for a while.
+// Get, Has and Ref mark what they find as used (a blob's mark is its
+// .crc), and Trim removes what was not used for a while.
 //
 // Files appear only by renaming a complete temporary file. A blob's
 // SHA-256 is checked when it enters the cache (or, for a blob without a
@@ -66,7 +66,7 @@ func (c *Cache) Get(hex string) ([]byte, bool) {
 		return nil, false
 	}
 	if want, err := os.ReadFile(p + ".crc"); err == nil && string(want) == crcLine(b) {
-		MarkUsed(p)
+		MarkUsed(p + ".crc")
 		return b, true
 	}
 	if sum(b) != hex {
@@ -77,7 +77,6 @@ func (c *Cache) Get(hex string) ([]byte, bool) {
 		return nil, false
 	}
 	_ = WriteAtomic(p+".crc", []byte(crcLine(b)))
-	MarkUsed(p)
 	return b, true
 }
 
@@ -148,8 +147,11 @@ func (c *Cache) Has(hex string) bool {
 		return false
 	}
 	var size int64
-	_, err = fmt.Sscan(string(line), &size)
-	return err == nil && size == st.Size()
+	if _, err = fmt.Sscan(string(line), &size); err != nil || size != st.Size() {
+		return false
+	}
+	MarkUsed(p + ".crc")
+	return true
 }
 
 // Put stores b and returns its hex SHA-256.
@@ -229,26 +231,27 @@ func (c *Cache) Derive(ctx context.Context, kind string, in []byte, inHash strin
 		return b, h, nil
 	}
 	unlock, err := c.Lock(ctx, key)
-	if err != nil {
+	if err != nil && ctx.Err() != nil {
 		return nil, "", err
 	}
-	defer unlock()
-	if b, h, ok := lookup(); ok {
-		return b, h, nil
+	if err == nil {
+		defer unlock()
+		if b, h, ok := lookup(); ok {
+			return b, h, nil
+		}
 	}
 	out, err := compute()
 	if err != nil {
 		return nil, "", err
 	}
+	// What the cache cannot keep (a full disk, a cache this user cannot
+	// write) is computed again by the next process: not an error.
 	h := inHash
 	if len(out) != len(in) || len(out) > 0 && &out[0] != &in[0] {
 		h, err = c.Put(out)
 	}
 	if err == nil {
-		err = c.SetRef(key, h)
-	}
-	if err != nil {
-		return nil, "", fmt.Errorf("distload: cache %s: %w", key, err)
+		_ = c.SetRef(key, h)
 	}
 	return out, h, nil
 }

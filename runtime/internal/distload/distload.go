@@ -295,9 +295,7 @@ func (o *Options) fetchCached(ctx context.Context, src source, name, want string
 	if sum(b) != want {
 		return b, "", nil // the caller reports the mismatch; not cached
 	}
-	if _, err := o.Cache.Put(b); err != nil {
-		return nil, "", fmt.Errorf("cache %s: %w", name, err)
-	}
+	_, _ = o.Cache.Put(b) // a cache that cannot keep it (a full disk) fetches it again next time
 	return b, "", nil
 }
 
