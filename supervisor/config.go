@@ -126,8 +126,9 @@ type Config struct {
 	// Default: HardeningOn.
 	Hardening Hardening
 	// StartTimeout bounds starting a worker and booting its interpreter.
-	// Default: DefaultStartTimeout (60 s: the first run on a machine
-	// compiles Pyodide).
+	// Default: DefaultStartTimeout (60 s). A worker that says it compiles
+	// Pyodide (the first run on a machine, or of a new build) has 10
+	// minutes from then, however short StartTimeout is.
 	StartTimeout time.Duration
 	// IndexURL lists where Pyodide may be loaded from, tried in order:
 	// local directories, file:// or http(s):// URLs of a Pyodide
@@ -280,9 +281,29 @@ type logWriter struct{ log *slog.Logger }
 
 func (w logWriter) Write(p []byte) (int, error) {
 	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
-		w.log.Info(line)
+		if isNotice(line) {
+			w.log.Warn(line)
+		} else {
+			w.log.Info(line)
+		}
 	}
 	return len(p), nil
+}
+
+// The runtime's notices start with "rlm-sandbox: ". Those a person waits
+// on or should know of (a compile of Pyodide, a boot snapshot that cannot
+// be used) are logged as warnings, which a logger that shows only those
+// (the command's) shows; the loader's (a download, an index URL that
+// failed, which the error that ends the load lists again, and which a
+// worker that had no network tries again with it) as information.
+const (
+	noticePrefix  = "rlm-sandbox: "
+	compileNotice = noticePrefix + "compiling Pyodide"
+)
+
+func isNotice(line string) bool {
+	return strings.HasPrefix(line, noticePrefix) &&
+		!strings.HasPrefix(line, noticePrefix+"cannot load Pyodide from ") && !strings.HasPrefix(line, noticePrefix+"downloading ")
 }
 
 // workerArgs are the rlm-worker flags that carry the configuration.

@@ -78,6 +78,7 @@ type workerSandbox struct {
 	oomKills func() (int64, bool)
 	oomBase  int64
 	killing  atomic.Bool
+	hello    helloWait // the deadline of the first frame
 }
 
 // findWorker locates the rlm-worker binary: cfg.WorkerPath, else
@@ -335,7 +336,15 @@ func (s *workerSandbox) pumpLogs(r io.Reader) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		s.cfg.Logger.Info("worker", "pid", s.cmd.Process.Pid, "line", sc.Text())
+		line := sc.Text()
+		if strings.HasPrefix(line, compileNotice) {
+			s.compiling()
+		}
+		if isNotice(line) {
+			s.cfg.Logger.Warn(line, "pid", s.cmd.Process.Pid)
+		} else {
+			s.cfg.Logger.Info("worker", "pid", s.cmd.Process.Pid, "line", line)
+		}
 	}
 	_, _ = io.Copy(io.Discard, r)
 }

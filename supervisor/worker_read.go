@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/rlm-sandbox/rlm-sandbox/internal/spin"
@@ -21,19 +22,52 @@ import (
 // nobody waits: every frame the worker sends is awaited by some caller,
 // and the reaper notices when the process ends.
 
-// readHello reads the worker's first frame, within StartTimeout.
+// compileStartTimeout is how long a worker has to start once it says it
+// compiles Pyodide (the first run on a machine, or after an upgrade):
+// about 10 s on an idle machine of two cores, over a minute on a busy one,
+// and a compile cut short leaves nothing in the cache, so that every
+// later start would compile again, and fail again.
+const compileStartTimeout = 10 * time.Minute
+
+// helloWait is the read deadline of the worker's first frame, which
+// pumpLogs pushes back when the worker says it compiles.
+type helloWait struct {
+	mu       sync.Mutex
+	waiting  bool // readHello is reading
+	stopped  bool // canceled: the deadline is in the past for good
+	compiled bool // the deadline was pushed back
+}
+
+// readHello reads the worker's first frame, within StartTimeout (or
+// compileStartTimeout from when the worker says it compiles Pyodide).
 func (s *workerSandbox) readHello(ctx context.Context) (ipc.Message, error) {
+	hw := &s.hello
+	hw.mu.Lock()
+	hw.waiting = true
 	_ = s.stdout.SetReadDeadline(time.Now().Add(s.cfg.StartTimeout))
-	stop := context.AfterFunc(ctx, func() { _ = s.stdout.SetReadDeadline(time.Unix(1, 0)) })
+	hw.mu.Unlock()
+	stop := context.AfterFunc(ctx, func() {
+		hw.mu.Lock()
+		hw.stopped = true
+		_ = s.stdout.SetReadDeadline(time.Unix(1, 0))
+		hw.mu.Unlock()
+	})
 	m, err := s.rd.ReadMessage()
 	stop()
+	hw.mu.Lock()
+	hw.waiting = false
 	_ = s.stdout.SetReadDeadline(time.Time{})
+	compiled := hw.compiled
+	hw.mu.Unlock()
 	switch {
 	case err == nil:
 		return m, nil
 	case ctx.Err() != nil:
 		s.kill()
 		return m, fmt.Errorf("%w: %w", ErrCanceled, ctx.Err())
+	case errors.Is(err, os.ErrDeadlineExceeded) && compiled:
+		s.kill()
+		return m, fmt.Errorf("%w: rlm-worker did not compile Pyodide within %v", ErrWorkerUnavailable, max(compileStartTimeout, s.cfg.StartTimeout))
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		s.kill()
 		return m, fmt.Errorf("%w: rlm-worker did not start within %v", ErrWorkerUnavailable, s.cfg.StartTimeout)
@@ -387,5 +421,17 @@ func (st *execStreams) write(o ipc.Output) {
 		st.stderr.WriteString(o.Data)
 	} else {
 		st.stdout.WriteString(o.Data)
+	}
+}
+
+// compiling pushes the first frame's deadline back: the worker compiles
+// Pyodide.
+func (s *workerSandbox) compiling() {
+	hw := &s.hello
+	hw.mu.Lock()
+	defer hw.mu.Unlock()
+	if hw.waiting && !hw.stopped && !hw.compiled {
+		hw.compiled = true
+		_ = s.stdout.SetReadDeadline(time.Now().Add(max(compileStartTimeout, s.cfg.StartTimeout)))
 	}
 }

@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
 	goruntime "runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -570,3 +572,43 @@ func TestWorkerOutOfMemoryKill(t *testing.T) {
 		t.Fatalf("a worker killed by kill(2): err = %v, want ErrWorkerExited without ErrOutOfMemory", err)
 	}
 }
+
+// A worker that says it compiles Pyodide (the first run on a machine) is
+// given the time a compile takes, not StartTimeout: a compile cut short
+// leaves nothing cached, so every later start would fail the same way.
+// The command shows the notice as a line of its own.
+func TestWorkerCompilingGetsTime(t *testing.T) {
+	const notice = "rlm-sandbox: compiling Pyodide 314.0.7 to native code (once per machine, about 10 s)"
+	fake := filepath.Join(t.TempDir(), "compiling")
+	script := "#!/bin/sh\necho '" + notice + "' >&2\nsleep 2\nexit 7\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(p)
+	}), nil))
+	_, err := supervisor.New(context.Background(), supervisor.Config{WorkerPath: fake, StartTimeout: 500 * time.Millisecond, Logger: logger})
+	if !errors.Is(err, supervisor.ErrWorkerUnavailable) || !strings.Contains(err.Error(), "exit status 7") {
+		t.Fatalf("err = %v, want the worker's own exit (status 7) after its 2 s, past a StartTimeout of 500ms", err)
+	}
+	mu.Lock()
+	logged := logs.String()
+	mu.Unlock()
+	if !strings.Contains(logged, "level=WARN") || !strings.Contains(logged, notice) {
+		t.Errorf("the notice was not logged as a warning:\n%s", logged)
+	}
+
+	_, stderr, code := runCLIEnv(t, []string{"RLM_WORKER=" + fake}, "", "exec", "--require-worker", "-c", "pass")
+	if code == 0 || !strings.Contains(stderr, "\n"+notice+"\n") && !strings.HasPrefix(stderr, notice+"\n") {
+		t.Errorf("exec with a worker that compiles: exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
+// writerFunc is an io.Writer made of a function.
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -203,7 +204,7 @@ func newLogger(w io.Writer, verbose bool) *slog.Logger {
 	if verbose {
 		level = slog.LevelDebug
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{
+	return slog.New(noticeHandler{slog.NewTextHandler(w, &slog.HandlerOptions{
 		Level: level,
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
 			if len(groups) == 0 && a.Key == slog.TimeKey {
@@ -211,7 +212,33 @@ func newLogger(w io.Writer, verbose bool) *slog.Logger {
 			}
 			return a
 		},
-	}))
+	}), w, verbose})
+}
+
+// noticeHandler prints the runtime's notices ("rlm-sandbox: compiling
+// Pyodide …", which the supervisor logs as warnings) as they are, a line
+// each, and hands every other record to Handler (all of them with
+// --verbose, for the worker's pid).
+type noticeHandler struct {
+	slog.Handler
+	w       io.Writer
+	verbose bool
+}
+
+func (h noticeHandler) Handle(ctx context.Context, r slog.Record) error {
+	if !h.verbose && r.Level == slog.LevelWarn && strings.HasPrefix(r.Message, "rlm-sandbox: ") {
+		_, err := fmt.Fprintln(h.w, r.Message)
+		return err
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h noticeHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return noticeHandler{h.Handler.WithAttrs(attrs), h.w, h.verbose}
+}
+
+func (h noticeHandler) WithGroup(name string) slog.Handler {
+	return noticeHandler{h.Handler.WithGroup(name), h.w, h.verbose}
 }
 
 // byteSize is a flag holding a number of bytes: 1048576, 512K, 512M, 2G
