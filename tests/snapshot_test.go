@@ -3,6 +3,7 @@ package tests
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rlm-sandbox/rlm-sandbox/runtime"
@@ -28,7 +29,13 @@ func snapshots(t *testing.T, cache string) []os.DirEntry {
 	if err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}
-	return ents
+	var images []os.DirEntry
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".used") { // a boot image's mark of use (runtime/trim.go)
+			images = append(images, e)
+		}
+	}
+	return images
 }
 
 // TestSnapshotSwitch: NoSnapshot reaches the interpreter in both modes
