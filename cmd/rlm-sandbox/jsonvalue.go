@@ -7,6 +7,7 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/rlm-sandbox/rlm-sandbox/internal/jsonvalue"
 	"github.com/rlm-sandbox/rlm-sandbox/internal/pytext"
@@ -174,6 +175,14 @@ func pyFloatRepr(x float64) string {
 // U+FFFD rather than refused, so any file can be a context, as Python's
 // decode("utf-8", "replace") would (the same character offsets).
 func text(b []byte) string { return pytext.Replace(string(b)) }
+
+// fileText is text for a file's contents as os.ReadFile returns them,
+// which the caller gives up: the string is made of b's bytes, not of a
+// copy (os.ReadFile allocates the file's size, so nothing is held for
+// nothing; io.ReadAll's buffer may be twice its length, so text copies
+// it). A 150 MB --context-file took the command to 306 MB with the copy,
+// 161 MB without.
+func fileText(b []byte) string { return pytext.Replace(unsafe.String(unsafe.SliceData(b), len(b))) }
 
 // jsonObject is a JSON object whose members keep their order.
 type jsonObject []jsonMember

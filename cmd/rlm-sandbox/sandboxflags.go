@@ -139,7 +139,7 @@ func (o *sandboxOptions) contextValue(stdin io.Reader) (any, error) {
 		if err != nil {
 			return nil, usageErrorf("--context-file: %v", err)
 		}
-		return text(b), nil
+		return fileText(b), nil
 	case o.contextJSON != "":
 		data := []byte(o.contextJSON)
 		switch {
