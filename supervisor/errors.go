@@ -49,10 +49,10 @@ var (
 // workerDead is the error of a sandbox whose worker process is gone: it
 // matches ErrWorkerExited and ErrDead (and what why matches), and names
 // the prefix once.
-func workerDead(why any) error {
+func workerDead(why error) error {
 	errs := []error{ErrWorkerExited, ErrDead}
-	if err, ok := why.(error); ok {
-		errs = append(errs, err)
+	if why != nil {
+		errs = append(errs, why)
 	}
 	return &joinedError{msg: fmt.Sprintf("supervisor: worker process exited, the sandbox is dead (%v)", why), errs: errs}
 }

@@ -101,6 +101,10 @@ func processStopped(pid int) bool {
 	return i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't')
 }
 
+// selfOOMCounter is oomCounter of this process, found once (a worker
+// starts in its supervisor's cgroup).
+var selfOOMCounter = sync.OnceValue(func() func() (int64, bool) { return oomCounter(os.Getpid()) })
+
 // oomCounter returns how to read the number of processes the kernel's
 // out-of-memory killer killed in process pid's memory cgroup (cgroup v2's
 // memory.events, v1's memory.oom_control: oom_kill, Linux 4.13 and later),

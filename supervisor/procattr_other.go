@@ -22,5 +22,5 @@ func processGone(int) bool { return false }
 
 func processStopped(int) bool { return false }
 
-// oomCounter: out-of-memory kills are counted only on Linux.
-func oomCounter(int) func() (int64, bool) { return nil }
+// selfOOMCounter: out-of-memory kills are counted only on Linux.
+func selfOOMCounter() func() (int64, bool) { return nil }

@@ -252,7 +252,7 @@ func startWorker(ctx context.Context, cfg Config, wc workerCommand, ns bool, ref
 		stdoutW.Close()
 		return nil, fmt.Errorf("%w: %v", ErrWorkerUnavailable, err)
 	}
-	oomKills := oomCounter(os.Getpid()) // the worker starts in this process's cgroup
+	oomKills := selfOOMCounter() // the worker starts in this process's cgroup
 	var oomBase int64
 	if oomKills != nil {
 		oomBase, _ = oomKills()
@@ -888,7 +888,7 @@ func (s *workerSandbox) runHooks() runHooks {
 // markStubborn marks the sandbox dead for code that did not return after
 // the interrupt.
 func (s *workerSandbox) markStubborn() {
-	s.markDead(workerDead(fmt.Sprintf("killed %v after the interrupt", s.cfg.GracePeriod)))
+	s.markDead(workerDead(fmt.Errorf("killed %v after the interrupt", s.cfg.GracePeriod)))
 }
 
 // execution is the CodeExecution of the run r, once its output callbacks
