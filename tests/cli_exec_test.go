@@ -118,7 +118,9 @@ func TestCLIExecContext(t *testing.T) {
 }
 
 // TestCLIExecPipeline feeds a few megabytes through a shell pipeline into
-// the context.
+// the context, and from a file on standard input: whole, and from where
+// an earlier reader of it stopped (the command reads a regular file from
+// its offset in one allocation of the size left).
 func TestCLIExecPipeline(t *testing.T) {
 	dir := t.TempDir()
 	var b strings.Builder
@@ -126,10 +128,17 @@ func TestCLIExecPipeline(t *testing.T) {
 		fmt.Fprintf(&b, "line %d needle=%v\n", i, i%1000 == 0)
 	}
 	big := writeFile(t, dir, "big.txt", b.String())
-	script := fmt.Sprintf(`cat %s | %s exec --context-file - -c 'print(len(context), context.count("needle=true"))'`, big, cliBin(t))
-	got, err := shell(t, script)
-	if want := fmt.Sprintf("%d 200\n", b.Len()); got != want || err != nil {
-		t.Fatalf("%s\n-> %q (%v), want %q", script, got, err, want)
+	code := `'print(len(context), context.count("needle=true"), repr(context[:9]))'`
+	for _, c := range []struct{ script, want string }{
+		{fmt.Sprintf(`cat %s | %s exec --context-file - -c %s`, big, cliBin(t), code), fmt.Sprintf("%d 200 'line 0 ne'\n", b.Len())},
+		{fmt.Sprintf(`%s exec --context-file - -c %s < %s`, cliBin(t), code, big), fmt.Sprintf("%d 200 'line 0 ne'\n", b.Len())},
+		{fmt.Sprintf(`{ dd bs=5 count=1 of=/dev/null 2>/dev/null; %s exec --context-file - -c %s; } < %s`, cliBin(t), code, big),
+			fmt.Sprintf("%d 200 '0 needle='\n", b.Len()-5)},
+	} {
+		got, err := shell(t, c.script)
+		if got != c.want || err != nil {
+			t.Errorf("%s\n-> %q (%v), want %q", c.script, got, err, c.want)
+		}
 	}
 }
 

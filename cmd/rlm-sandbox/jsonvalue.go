@@ -176,12 +176,12 @@ func pyFloatRepr(x float64) string {
 // decode("utf-8", "replace") would (the same character offsets).
 func text(b []byte) string { return pytext.Replace(string(b)) }
 
-// fileText is text for a file's contents as os.ReadFile returns them,
-// which the caller gives up: the string is made of b's bytes, not of a
-// copy (os.ReadFile allocates the file's size, so nothing is held for
-// nothing; io.ReadAll's buffer may be twice its length, so text copies
-// it). A 150 MB --context-file took the command to 306 MB with the copy,
-// 161 MB without.
+// fileText is text for a file's contents as os.ReadFile or readExact
+// return them, which the caller gives up: the string is made of b's
+// bytes, not of a copy (both allocate the contents' length, so nothing is
+// held for nothing; io.ReadAll's buffer may be twice its length, so text
+// copies it). A 150 MB --context-file took the command to 306 MB with the
+// copy, 161 MB without.
 func fileText(b []byte) string { return pytext.Replace(unsafe.String(unsafe.SliceData(b), len(b))) }
 
 // jsonObject is a JSON object whose members keep their order.

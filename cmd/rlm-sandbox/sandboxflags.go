@@ -129,11 +129,11 @@ func (o *sandboxOptions) contextValue(stdin io.Reader) (any, error) {
 	}
 	switch {
 	case o.contextFile == "-":
-		b, err := io.ReadAll(stdin)
+		b, err := readExact(stdin)
 		if err != nil {
 			return nil, fmt.Errorf("read the context from standard input: %w", err)
 		}
-		return text(b), nil
+		return fileText(b), nil
 	case o.contextFile != "":
 		b, err := os.ReadFile(o.contextFile)
 		if err != nil {

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"os"
+)
+
+// readExact reads r to its end into a slice of the length read, without
+// the spare capacity io.ReadAll leaves (up to a quarter of a large text,
+// and a copy of it all at each growth), so that fileText can make the
+// string of its bytes. A regular file (standard input redirected from one)
+// is read into one allocation of the size left to read, as os.ReadFile
+// does; anything else, such as a pipe, into chunks joined once at the end.
+func readExact(r io.Reader) ([]byte, error) {
+	f, ok := r.(*os.File)
+	if !ok {
+		return readChunks(r, nil)
+	}
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return readChunks(r, nil)
+	}
+	off, err := f.Seek(0, io.SeekCurrent)
+	if err != nil || fi.Size() <= off {
+		return readChunks(r, nil)
+	}
+	b := make([]byte, fi.Size()-off)
+	n, err := io.ReadFull(f, b)
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF): // the file shrank
+		return b[:n], nil
+	case err != nil:
+		return nil, err
+	}
+	return readChunks(f, b) // the file may have grown
+}
+
+// readChunks reads r to its end after first, in chunks of growing size,
+// and joins them: the result's capacity is its length unless r had
+// nothing after first.
+func readChunks(r io.Reader, first []byte) ([]byte, error) {
+	chunks := [][]byte{first}
+	total := len(first)
+	size := 64 << 10
+	for {
+		buf := make([]byte, size)
+		n, err := io.ReadFull(r, buf)
+		if n > 0 {
+			chunks = append(chunks, buf[:n])
+			total += n
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		size = min(2*size, 16<<20)
+	}
+	if total == len(first) {
+		return first, nil
+	}
+	if len(chunks) == 2 && first == nil && len(chunks[1]) == cap(chunks[1]) {
+		return chunks[1], nil
+	}
+	out := make([]byte, 0, total)
+	for _, c := range chunks {
+		out = append(out, c...)
+	}
+	return out, nil
+}
