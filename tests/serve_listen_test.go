@@ -405,6 +405,9 @@ func TestListenAuth(t *testing.T) {
 			t.Fatalf("%v", r)
 		}
 	})
+	// The server's log is read by another goroutine: the line may come
+	// after the answers.
+	srv.stderr.waitFor(t, "sandbox started", time.Minute)
 	if n := strings.Count(srv.stderr.String(), "sandbox started"); n != 1 {
 		t.Fatalf("%d sandboxes started, want only the authenticated client's:\n%s", n, srv.stderr)
 	}
@@ -554,24 +557,71 @@ func TestListenLimits(t *testing.T) {
 	waitGone(t, []int{int(r1["pid"].(float64))}, 30*time.Second)
 	resultOf(t, a.request("create", map[string]any{}))
 
-	// Requests in flight per connection.
+	// Requests in flight per connection. cancel, destroy and version are
+	// answered at the limit too: they are how a client there makes room.
 	t.Run("in flight", func(t *testing.T) {
-		srv := startListen(t, "--listen", unixAddr(t), "--max-inflight", "1")
+		srv := startListen(t, "--listen", unixAddr(t), "--max-inflight", "1", "--metrics-listen", "127.0.0.1:0")
 		c := srv.dial(t)
 		resultOf(t, c.request("create", map[string]any{"bridges": []string{"llm_query"}}))
-		c.send(map[string]any{"jsonrpc": "2.0", "id": 100, "method": "execute", "params": map[string]any{"sandbox": "s1", "code": "print(llm_query('x'))"}})
-		bridge, _ := c.next(time.Minute)
-		if bridge["method"] != "llm_query" {
-			t.Fatalf("%v", bridge)
+		// execute sends the request with id and returns the llm_query
+		// call it makes; the connection is then at its limit.
+		execute := func(id int) map[string]any {
+			t.Helper()
+			c.send(map[string]any{"jsonrpc": "2.0", "id": id, "method": "execute", "params": map[string]any{"sandbox": "s1", "code": "print(llm_query('x'))"}})
+			bridge, _ := c.next(time.Minute)
+			if bridge["method"] != "llm_query" {
+				t.Fatalf("%v", bridge)
+			}
+			return bridge
 		}
-		if code, data := rpcErr(t, c.request("version", nil)); code != codeBusy || data["limit"] != "max_inflight" {
+		// response reads up to the response to id, keeping the others
+		// (the withdrawal of a bridge call comes before an answer).
+		seen := map[float64]map[string]any{}
+		response := func(id int) map[string]any {
+			t.Helper()
+			for seen[float64(id)] == nil {
+				m, ok := c.next(time.Minute)
+				if !ok {
+					t.Fatalf("no response to %d", id)
+				}
+				if id, ok := m["id"].(float64); ok && m["method"] == nil {
+					seen[id] = m
+				}
+			}
+			return seen[float64(id)]
+		}
+		// atOnce sends a request that must be answered at the limit.
+		atOnce := func(id int, method string, params any) {
+			t.Helper()
+			c.send(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+			if m := response(id); m["error"] != nil {
+				t.Fatalf("%s at the limit: %v", method, m)
+			}
+		}
+		bridge := execute(100)
+		if code, data := rpcErr(t, c.request("get_variable", map[string]any{"sandbox": "s1", "name": "x"})); code != codeBusy || data["limit"] != "max_inflight" {
 			t.Fatalf("code %d %v", code, data)
 		}
+		atOnce(200, "version", nil)
 		c.answerBridge(bridge)
-		if m, _ := c.next(time.Minute); m["id"] != 100.0 {
+		if m := response(100); m["error"] != nil {
 			t.Fatalf("%v", m)
 		}
-		resultOf(t, c.request("version", nil))
+		resultOf(t, c.request("get_variable", map[string]any{"sandbox": "s1", "name": "x"}))
+
+		execute(101)
+		atOnce(201, "cancel", map[string]any{"sandbox": "s1"})
+		if code, _ := rpcErr(t, response(101)); code != -32002 {
+			t.Fatalf("the execute after cancel: code %d, want -32002 (canceled)", code)
+		}
+		execute(102)
+		atOnce(202, "destroy", map[string]any{"sandbox": "s1"})
+		if code, _ := rpcErr(t, response(102)); code != -32003 {
+			t.Fatalf("the execute after destroy: code %d, want -32003 (destroyed)", code)
+		}
+		if m := scrape(t, srv.metrics); m[`rlm_sandbox_rejected_total{reason="max_inflight"}`] != 1 {
+			t.Errorf("rejected_total for max_inflight = %v, want 1", m[`rlm_sandbox_rejected_total{reason="max_inflight"}`])
+		}
 	})
 	t.Run("memory budget", func(t *testing.T) {
 		srv := startListen(t, "--listen", unixAddr(t), "--memory-budget", "1M")

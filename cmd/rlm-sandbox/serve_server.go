@@ -333,7 +333,8 @@ func (s *server) handleMessage(raw []byte, newReply func() replyFunc) {
 		reply(errorResponse{"2.0", m.ID, newRPCError(codeInvalidRequest, "invalid_request", `"jsonrpc" must be "2.0"`)})
 		return
 	}
-	if s.maxInflight > 0 && s.inflightN.Load() >= int64(s.maxInflight) {
+	if s.maxInflight > 0 && s.inflightN.Load() >= int64(s.maxInflight) && !answeredAtOnce(m.Method) {
+		s.hub.rejected(limitInflight)
 		reply(errorResponse{"2.0", m.ID, busyError(limitInflight, 0,
 			"%d requests of this connection are not answered yet, the server's limit", s.maxInflight)})
 		return
@@ -359,6 +360,17 @@ func (s *server) handleMessage(raw []byte, newReply func() replyFunc) {
 		}
 		reply(resultResponse{"2.0", m.ID, result})
 	})
+}
+
+// answeredAtOnce says whether a method is answered without waiting for
+// the sandbox: such requests are served past --max-inflight, since
+// cancelling or destroying is how a client at that limit makes room.
+func answeredAtOnce(method string) bool {
+	switch method {
+	case "cancel", "destroy", "version", "authenticate":
+		return true
+	}
+	return false
 }
 
 // batch collects the responses to a batch request and writes them as one
