@@ -652,18 +652,40 @@ func TestListenLimits(t *testing.T) {
 			t.Fatalf("%d sandboxes started, want 2:\n%s", n, srv.stderr)
 		}
 	})
+	// A line longer than --max-message is not held: a request gets its
+	// error by its id and a bridge call's answer fails the call, and the
+	// session goes on; a line with no id to answer by ends it.
 	t.Run("message size", func(t *testing.T) {
-		srv := startListen(t, "--listen", unixAddr(t), "--max-message", "1K")
+		srv := startListen(t, "--listen", unixAddr(t), "--max-message", "4K", "--metrics-listen", "127.0.0.1:0")
 		c := srv.dial(t)
-		c.send(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "create", "params": map[string]any{"context": strings.Repeat("x", 2000)}})
+		m := c.request("create", map[string]any{"context": strings.Repeat("x", 5000)})
+		if code, data := rpcErr(t, m); code != -32600 || data["kind"] != "message_too_large" {
+			t.Fatalf("%v", m)
+		}
+		resultOf(t, c.request("create", map[string]any{"bridges": []string{"llm_query"}}))
+		c.answer = func(prompt string) string {
+			if prompt == "big" {
+				return strings.Repeat("y", 5000)
+			}
+			return "re: " + prompt
+		}
+		r := resultOf(t, c.request("execute", map[string]any{"sandbox": "s1",
+			"code": "try:\n    llm_query('big')\nexcept BridgeError as e:\n    print(repr(e))\nprint(llm_query('small'))"}))
+		if out, _ := r["stdout"].(string); !strings.Contains(out, "BridgeError(") || !strings.Contains(out, "--max-message") || !strings.HasSuffix(out, "re: small\n") {
+			t.Fatalf("%v", r)
+		}
+		c.send(map[string]any{"jsonrpc": "2.0", "method": "set_variable", "params": map[string]any{"sandbox": "s1", "name": "v", "value": strings.Repeat("z", 5000)}})
 		m, ok := c.next(time.Minute)
 		if !ok {
 			t.Fatal("closed without an error")
 		}
-		if _, data := rpcErr(t, m); data["kind"] != "message_too_large" {
+		if _, data := rpcErr(t, m); data["kind"] != "message_too_large" || m["id"] != nil {
 			t.Fatalf("%v", m)
 		}
 		c.closed(time.Minute)
+		if got := scrape(t, srv.metrics)[`rlm_sandbox_rejected_total{reason="max_message"}`]; got != 3 {
+			t.Errorf("rejected_total for max_message = %v, want 3", got)
+		}
 	})
 }
 

@@ -106,6 +106,9 @@ const (
 	// As many connections as --max-connections wait to authenticate.
 	limitUnauthenticated = "max_unauthenticated"
 	limitInflight        = "max_inflight"
+	// Not a busy error's: the rejected_total reason of a line longer than
+	// --max-message (message_too_large).
+	limitMessage = "max_message"
 )
 
 // busyError is the "busy" error for limit; retry is when to try again (0:

@@ -98,9 +98,12 @@ func (s *server) readLoop(in io.Reader) error {
 			return errUnauthorized
 		}
 		if s.maxMessage > 0 && len(line)+len(chunk) > s.maxMessage+1 {
-			s.send(errorResponse{"2.0", nullID, newRPCError(codeInvalidRequest, "message_too_large",
-				"a message is longer than the server's limit of %d bytes; the connection is closed", s.maxMessage)})
-			return errMessageTooLarge
+			end, err := s.tooLong(br, line, chunk, err)
+			if err != nil || end {
+				return err
+			}
+			line = nil
+			continue
 		}
 		line = append(line, chunk...)
 		if errors.Is(err, bufio.ErrBufferFull) {
@@ -123,6 +126,54 @@ func (s *server) readLoop(in io.Reader) error {
 			return nil
 		}
 	}
+}
+
+// tooLong reads the rest of a line longer than maxMessage (line and chunk
+// are its start) without holding it, and answers it: a request with its
+// id gets a message_too_large error, an answer to a bridge call fails the
+// call (BridgeError in Python), and the session goes on. Anything else (no
+// id, not a JSON object, a batch) cannot be answered: the error goes with
+// id null and the connection is closed (errMessageTooLarge). rerr is the
+// error of the read that returned chunk; end is true when the input ended
+// with that line.
+func (s *server) tooLong(br *bufio.Reader, line, chunk []byte, rerr error) (end bool, err error) {
+	s.hub.rejected(limitMessage)
+	var sk skim
+	sk.write(line)
+	n := int64(len(line))
+	for more := true; more; {
+		sk.write(chunk)
+		n += int64(len(chunk))
+		switch {
+		case errors.Is(rerr, bufio.ErrBufferFull):
+			chunk, rerr = br.ReadSlice('\n')
+		case errors.Is(rerr, io.EOF):
+			end, more = true, false
+		case rerr != nil:
+			return true, fmt.Errorf("read the client's messages: %w", rerr)
+		default:
+			more = false
+		}
+	}
+	m := sk.message()
+	switch {
+	case m != nil && m.HasMethod && m.ID != nil:
+		s.send(errorResponse{"2.0", m.ID, newRPCError(codeInvalidRequest, "message_too_large",
+			"the request is longer than the server's limit of %d bytes (--max-message); it was not read", s.maxMessage)})
+		return end, nil
+	case m != nil && !m.HasMethod && m.ID != nil:
+		if call, id := s.answered(m.ID); call != nil {
+			s.logger.Warn("a bridge answer is longer than --max-message; the call fails", "id", id, "bytes", n)
+			call.answer <- bridgeAnswer{err: fmt.Errorf("the client's answer to %s is longer than the server's limit of %d bytes (--max-message)",
+				call.method, s.maxMessage)}
+		} else {
+			s.logger.Warn("a response to no pending request (withdrawn, or answered twice)", "id", abbreviate(m.ID, 100))
+		}
+		return end, nil
+	}
+	s.send(errorResponse{"2.0", nullID, newRPCError(codeInvalidRequest, "message_too_large",
+		"a message is longer than the server's limit of %d bytes; the connection is closed", s.maxMessage)})
+	return true, errMessageTooLarge
 }
 
 // endOfInput fails the bridge requests no one will answer now.

@@ -154,10 +154,9 @@ class MaxMessageTest(ListenTest):
     test_token = test_wrong_token = None  # ListenTest's, run there
 
     def test_a_message_over_the_limit_says_so(self):
-        # The server answers the line with message_too_large as soon as it
-        # passes the limit, and closes the connection while the client is
-        # still writing the rest: the client reports the server's reason,
-        # not the broken pipe it met writing.
+        # The server reads the rest of the line without holding it and
+        # answers the request by its id: the client reports the server's
+        # reason, and the session goes on.
         for size in (2 << 20, 8 << 20):
             with self.subTest(size=size), Client(address="unix:" + self.path, token="s3cret-token") as client:
                 sb = client.create()
@@ -166,6 +165,23 @@ class MaxMessageTest(ListenTest):
                 self.assertEqual(cm.exception.kind, "message_too_large", str(cm.exception))
                 self.assertEqual(cm.exception.code, -32600)
                 self.assertIn("1048576 bytes", str(cm.exception))
+                self.assertEqual(sb.execute("print(6 * 7)").stdout, "42\n")
+
+    def test_an_answer_over_the_limit_is_a_bridge_error(self):
+        # A callback's answer longer than --max-message fails its llm_query
+        # call in the sandbox, as an answer over 64 MiB does with --stdio.
+        def answer(prompt):
+            return "b" * (2 << 20) if prompt == "big" else "re: " + prompt
+
+        with Client(address="unix:" + self.path, token="s3cret-token") as client:
+            sb = client.create(llm_query=answer)
+            other = client.create()
+            r = sb.execute("try:\n    llm_query('big')\nexcept BridgeError as e:\n    print(type(e).__name__, e)\nprint(llm_query('small'))")
+            self.assertIsNone(r.error, r)
+            self.assertIn("BridgeError", r.stdout)
+            self.assertIn("--max-message", r.stdout)
+            self.assertTrue(r.stdout.endswith("re: small\n"), r.stdout)
+            self.assertEqual(other.execute("print(1)").stdout, "1\n")
 
 
 if __name__ == "__main__":

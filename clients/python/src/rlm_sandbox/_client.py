@@ -504,10 +504,10 @@ class Client:
             except (OSError, ValueError) as e:  # a closed pipe or file
                 failure = e
         # The server may have closed the connection with a last word the
-        # reader has not handled yet (a line over --max-message is answered
-        # with message_too_large as soon as it passes the limit, and the
-        # connection closed while the rest is being written): that says
-        # why, the broken pipe does not. The reader sees the end of the
+        # reader has not handled yet (a line over 64 KiB before
+        # authenticate is answered unauthorized as soon as it passes that,
+        # and the connection closed while the rest is being written): that
+        # says why, the broken pipe does not. The reader sees the end of the
         # stream right after it; wait for it briefly (not holding the
         # write lock, which a callback on the reader thread may want).
         if not self._closed and threading.current_thread() is not self._reader:
