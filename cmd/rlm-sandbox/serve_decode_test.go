@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 )
 
@@ -48,4 +49,30 @@ func FuzzDecodeMessage(f *testing.F) {
 			decodeParams(m.Params, &noParams{})
 		}
 	})
+}
+
+// TestCreateIndexURL: create's index_url is a list of strings or one.
+func TestCreateIndexURL(t *testing.T) {
+	for _, c := range []struct {
+		params string
+		want   []string // nil: absent
+		bad    bool
+	}{
+		{`{"index_url": "/opt/pyodide"}`, []string{"/opt/pyodide"}, false},
+		{`{"index_url": ["a", "https://b/"]}`, []string{"a", "https://b/"}, false},
+		{`{"index_url": null}`, nil, false},
+		{`{}`, nil, false},
+		{`{"index_url": 5}`, nil, true},
+		{`{"index_url": ["a", 5]}`, nil, true},
+	} {
+		var p createParams
+		err := decodeParams(json.RawMessage(c.params), &p)
+		if (err != nil) != c.bad {
+			t.Errorf("%s: error %v", c.params, err)
+			continue
+		}
+		if !c.bad && !slices.Equal([]string(p.IndexURL), c.want) {
+			t.Errorf("%s: %q, want %q", c.params, p.IndexURL, c.want)
+		}
+	}
 }

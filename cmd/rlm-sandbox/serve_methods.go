@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -102,6 +103,22 @@ func (s *server) dispatch(m *message, done doneFunc) {
 	}
 }
 
+// urlList is create's index_url: a list of strings, or one string (a list
+// of one), as --index-url and Config.IndexURL take either.
+type urlList []string
+
+func (l *urlList) UnmarshalJSON(b []byte) error {
+	var one string
+	if b = bytes.TrimSpace(b); len(b) > 0 && b[0] == '"' {
+		if err := json.Unmarshal(b, &one); err != nil {
+			return err
+		}
+		*l = urlList{one}
+		return nil
+	}
+	return json.Unmarshal(b, (*[]string)(l))
+}
+
 // Parameters and results of the methods.
 type (
 	sandboxParam struct {
@@ -116,7 +133,7 @@ type (
 		Direct        *bool           `json:"direct"`          // true: in the server's process; false: in a worker; absent: see workerMode
 		Stream        bool            `json:"stream"`          // "output" notifications
 		Bridges       []string        `json:"bridges"`         // "llm_query", "rlm_query"
-		IndexURL      []string        `json:"index_url"`       // where Pyodide is loaded from; default: the server's
+		IndexURL      urlList         `json:"index_url"`       // where Pyodide is loaded from; default: the server's
 	}
 	createResult struct {
 		Sandbox        string `json:"sandbox"`
@@ -385,7 +402,7 @@ func (s *server) sandboxConfig(e *sandboxEntry, p createParams, bridges map[stri
 		WallTimeout:     time.Duration(p.WallTimeoutMS * float64(time.Millisecond)),
 		MaxOutputLength: p.MaxOutput,
 		MemoryLimit:     p.MemoryLimit,
-		IndexURL:        p.IndexURL,
+		IndexURL:        []string(p.IndexURL),
 		Logger:          s.logger.With("sandbox", e.id),
 		KeepDictOrder:   true, // get_variable and rlm_query's ctx give dicts in order
 	}

@@ -180,6 +180,73 @@ class ScriptedRLMTest(unittest.TestCase):
             self.assertIn("canceled", str(cm.exception))
             self.assertEqual(interp.execute("print('still here')"), "still here\n")
 
+    def test_cancel_during_the_set_up_keeps_the_code_from_running(self):
+        # A cancel that lands while execute still binds the variables (a
+        # large context takes a while) must neither be lost nor interrupt
+        # the adapter's own set-up (which would end the session): the code
+        # does not run, and execute raises CodeExecutionError.
+        with RLMSandboxInterpreter(binary=BIN) as interp:
+            interp.execute("ran = 0")
+            real = interp.sandbox.set_variable
+
+            def set_variable(name, value):
+                real(name, value)
+                interp.cancel()  # from here, as if from another thread
+
+            interp.sandbox.set_variable = set_variable
+            with self.assertRaises(CodeExecutionError) as cm:
+                interp.execute("ran += 1", {"context": "z" * 100})
+            self.assertIn("canceled", str(cm.exception))
+            interp.sandbox.set_variable = real
+            self.assertEqual(interp.execute("print(ran, len(context))", {"context": "z" * 100}), "0 100\n")
+            # With no execute under way, cancel() does nothing.
+            interp.cancel()
+            self.assertEqual(interp.execute("ran += 1\nprint(ran)"), "1\n")
+
+    def test_cancel_as_the_code_is_sent_is_not_lost(self):
+        # A cancel right after the code's execute is written reaches the
+        # server after it, so it stops that code.
+        with RLMSandboxInterpreter(binary=BIN, timeout=0) as interp:
+            interp.execute("pass")
+            sending = interp._sending_code
+
+            def sent():
+                sending()
+                threading.Thread(target=interp.cancel).start()  # waits for the write lock
+
+            interp._sending_code = sent
+            with self.assertRaises(CodeExecutionError) as cm:
+                interp.execute("while True: pass")
+            self.assertIn("canceled", str(cm.exception))
+            interp._sending_code = sending
+            self.assertEqual(interp.execute("print('still here')"), "still here\n")
+
+    def test_shutdown_after_the_connection_broke(self):
+        # A connection the server ended with an error (not ServerClosed):
+        # shutdown() and close() do not raise, execute raises
+        # CodeInterpreterError.
+        from rlm_sandbox import Client, SandboxError
+
+        with Client(BIN) as client:
+            interp = RLMSandboxInterpreter(client=client)
+            interp.execute("pass")
+            sb = client.create()
+            client._broken(SandboxError(-32600, "message_too_large", "simulated"))
+            with self.assertRaises(CodeInterpreterError) as cm:
+                interp.execute("pass")
+            self.assertIn("simulated", str(cm.exception))
+            interp.shutdown()
+            sb.close()
+
+    def test_variables_nested_deeper_than_the_server_takes(self):
+        deep = inner = []
+        for _ in range(300):
+            inner.append([])
+            inner = inner[0]
+        with RLMSandboxInterpreter(binary=BIN) as interp:
+            code = "d, n = deep, 0\nwhile d:\n    d, n = d[0], n + 1\nprint(n)"
+            self.assertEqual(interp.execute(code, {"deep": deep}), "300\n")
+
     def test_killed_sandbox_ends_the_session(self):
         with RLMSandboxInterpreter(binary=BIN, timeout=0.3) as interp:
             with self.assertRaises(CodeInterpreterError) as cm:

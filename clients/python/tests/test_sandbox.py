@@ -166,6 +166,31 @@ class SandboxTest(unittest.TestCase):
             self.assertEqual(sb.execute("print(x)").stdout, "1\n")
             self.assertEqual(sb.client.call("version")["protocol"], 1)
 
+    def test_close_from_an_output_callback_is_refused(self):
+        # close() would wait for the reader thread the callback runs on:
+        # refused as the other calls are, for a private server's sandbox
+        # (whose close ends the server) as for a shared one's.
+        seen = []
+
+        def closer(box):
+            def on_stdout(line):
+                try:
+                    box[0].close()
+                except SandboxError as e:
+                    seen.append(e.kind)
+
+            return on_stdout
+
+        private, shared = [], []
+        private.append(Sandbox(binary=BIN, on_stdout=closer(private)))
+        with Client(BIN) as client:
+            shared.append(client.create(on_stdout=closer(shared)))
+            for sb in (private[0], shared[0]):
+                with sb:
+                    self.assertEqual(sb.execute("print('x')").stdout, "x\n")
+                    self.assertEqual(sb.execute("print(1)").stdout, "1\n")  # not closed
+        self.assertEqual(seen, ["deadlock"] * 4)
+
     def test_cancel_when_idle_is_a_no_op(self):
         with Sandbox(binary=BIN) as sb:
             sb.cancel()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 if TYPE_CHECKING:
     import ssl
 
-from ._errors import CANCELED, TIMEOUT, ProtocolError, SandboxDead, SandboxError, ServerClosed
+from ._errors import CANCELED, TIMEOUT, NoSuchSandbox, ProtocolError, SandboxDead, SandboxError, ServerClosed
 from ._transport import SocketTransport, StdioTransport, Transport, tls_context
 
 #: The protocol version of `rlm-sandbox serve` this client speaks.
@@ -343,7 +343,19 @@ class Client:
         """
         return self._call(method, params, timeout)
 
-    def _call(self, method: str, params: dict, timeout: float | None = None, route: _Route | None = None) -> Any:
+    def _call(
+        self,
+        method: str,
+        params: dict,
+        timeout: float | None = None,
+        route: _Route | None = None,
+        sending: Callable[[], None] | None = None,
+    ) -> Any:
+        """call, for a sandbox: route takes its callbacks' answers, and
+        sending is called under the write lock just before the request is
+        written (an exception from it leaves the request unsent), so a
+        request written after it returns reaches the server after this
+        one."""
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params:
             message["params"] = params
@@ -355,13 +367,7 @@ class Client:
                 # carries out a request without an id, and answers none).
                 self._send(message)
                 return None
-            raise SandboxError(
-                None,
-                "deadlock",
-                "%s called from an on_stdout/on_stderr callback, which runs on the client's reader thread, "
-                "would wait forever for an answer only that thread reads; cancel() works there, "
-                "anything else must be handed to another thread" % method,
-            )
+            self._not_on_reader(method)
         request_id = next(self._ids)
         message["id"] = request_id
         data = _encode(message)  # refuses what JSON cannot carry before anything is sent
@@ -370,11 +376,13 @@ class Client:
             if self._gone is not None:
                 raise self._gone
             self._pending[request_id] = pending
-        before = None
+        before = sending
         if route is not None:
             ctx = contextvars.copy_context()
 
             def before() -> None:  # under the write lock: in the order the server sees
+                if sending is not None:
+                    sending()
                 with self._lock:
                     route.contexts[request_id] = ctx
                     self._exec_routes[request_id] = route
@@ -407,6 +415,7 @@ class Client:
     def close(self) -> None:
         """End the connection; a server this client started destroys every
         sandbox and exits, and close() waits for it. Idempotent."""
+        self._not_on_reader("close")
         with self._lock:
             if self._closed:
                 return
@@ -428,6 +437,18 @@ class Client:
         self.close()
 
     # -- internals --------------------------------------------------------
+
+    def _not_on_reader(self, method: str) -> None:
+        """Refuses a call that would wait for the reader thread when made
+        on it (from an on_stdout/on_stderr callback)."""
+        if threading.current_thread() is self._reader:
+            raise SandboxError(
+                None,
+                "deadlock",
+                "%s called from an on_stdout/on_stderr callback, which runs on the client's reader thread, "
+                "would wait forever for an answer only that thread reads; cancel() works there, "
+                "anything else must be handed to another thread" % method,
+            )
 
     def _register(self, sandbox_id: str, route: _Route) -> None:
         with self._lock:
@@ -752,7 +773,7 @@ class Sandbox:
         """The same as `Sandbox(context, **options)`."""
         return cls(context, **options)
 
-    def execute(self, code: str, *, interactive: bool = False) -> Result:
+    def execute(self, code: str, *, interactive: bool = False, _sending: Callable[[], None] | None = None) -> Result:
         """Run `code`; return what it printed and raised as a `Result`.
 
         `interactive`: print the value of a trailing expression, as Python's
@@ -766,7 +787,7 @@ class Sandbox:
             params["interactive"] = True
         self._not_from_own_callback("execute")
         try:
-            return Result.from_json(self.client._call("execute", params, route=self._route))
+            return Result.from_json(self.client._call("execute", params, route=self._route, sending=_sending))
         except KeyboardInterrupt:
             # Ctrl-C while waiting: stop the code too, not just the wait.
             try:
@@ -840,6 +861,7 @@ class Sandbox:
         """Destroy the sandbox (and its private server, if it has one). Idempotent."""
         if self._closed:
             return
+        self.client._not_on_reader("close")
         self._closed = True
         finalizer = getattr(self, "_finalizer", None)
         if finalizer is not None:
@@ -850,8 +872,13 @@ class Sandbox:
             else:
                 try:
                     self.client.call("destroy", sandbox=self.id)
-                except ServerClosed:
-                    pass
+                except (ServerClosed, NoSuchSandbox):
+                    pass  # gone already
+                except SandboxError:
+                    if self.client._gone is None:
+                        raise
+                    # The connection ended (the server closed it with an
+                    # error): the server destroyed its sandboxes then.
         finally:
             self.client._unregister(self.id)
 

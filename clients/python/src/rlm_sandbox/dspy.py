@@ -54,7 +54,7 @@ import threading
 from typing import Any, Callable
 
 from ._client import Client, Result, Sandbox
-from ._errors import SandboxError
+from ._errors import InvalidParams, SandboxError
 
 #: The DSPy release whose CodeInterpreter protocol and dspy.RLM call sequence this follows.
 DSPY_VERSION = "3.4.1"
@@ -195,6 +195,10 @@ async def _await(awaitable: Any) -> Any:
     return await awaitable
 
 
+class _CanceledBeforeSent(Exception):
+    """cancel() came before execute sent the code: it is not sent."""
+
+
 class RLMSandboxInterpreter:
     """A DSPy `CodeInterpreter` backed by an rlm-sandbox sandbox.
 
@@ -244,6 +248,12 @@ class RLMSandboxInterpreter:
         self._sent: dict[str, str] = {}  # large str variables the sandbox keeps, by name
         self._ended = False
         self._lock = threading.Lock()
+        # cancel() during an execute: before its code is sent (while tools
+        # and variables are set up) it is remembered and the code never
+        # runs; after, it goes to the sandbox, ordered after the code.
+        self._executing = False  # an execute is under way
+        self._code_sent = False  # its code is (being) written to the server
+        self._cancel_asked = False  # a cancel came before the code was sent
 
     @classmethod
     def factory(cls, **options: Any) -> Callable[[], "RLMSandboxInterpreter"]:
@@ -287,15 +297,22 @@ class RLMSandboxInterpreter:
                 raise CodeInterpreterError("Invalid variable name: %r" % (name,))
         self.start()
         sb = self._sandbox
+        with self._lock:
+            self._executing, self._code_sent, self._cancel_asked = True, False, False
         try:
             self._register(sb)
             self._bind_all(sb, variables)
-            r = sb.execute(code, interactive=True)
+            r = sb.execute(code, interactive=True, _sending=self._sending_code)
             if r.error_type == _FINAL_EXC:
                 return FinalOutput(sb.get_variable(_FINAL_VAR))
+        except _CanceledBeforeSent:
+            raise CodeExecutionError("KeyboardInterrupt: the execution was canceled") from None
         except SandboxError as e:
             self._end()
             raise CodeInterpreterError("rlm-sandbox: %s" % e) from e
+        finally:
+            with self._lock:
+                self._executing = self._code_sent = False
         if r.error is None:
             return r.stdout + r.stderr
         if r.error_type in ("SyntaxError", "IndentationError", "TabError"):
@@ -325,9 +342,31 @@ class RLMSandboxInterpreter:
 
     def cancel(self) -> None:
         """Interrupt the running execute from another thread (its state
-        stays); execute then raises CodeExecutionError."""
-        if self._sandbox is not None:
-            self._sandbox.cancel()
+        stays); execute then raises CodeExecutionError. A cancel that comes
+        while execute still binds the variables and tools keeps the code
+        from running; with no execute under way, it does nothing."""
+        with self._lock:
+            sb = self._sandbox
+            if not self._executing or sb is None:
+                return
+            if not self._code_sent:
+                self._cancel_asked = True
+                return
+        # Written after the code (see _sending_code): the server cancels
+        # the executes it has received before the cancel.
+        try:
+            sb.cancel()
+        except SandboxError:
+            pass  # the sandbox or its server is gone: nothing runs
+
+    def _sending_code(self) -> None:
+        """Called just before the code's execute is written (under the
+        client's write lock, so a cancel written after this is read after
+        it)."""
+        with self._lock:
+            if self._cancel_asked:
+                raise _CanceledBeforeSent()
+            self._code_sent = True
 
     # -- internals ------------------------------------------------------------
 
@@ -336,7 +375,10 @@ class RLMSandboxInterpreter:
             self._ended = True
             sb, self._sandbox = self._sandbox, None
         if sb is not None:
-            sb.close()
+            try:
+                sb.close()
+            except SandboxError:
+                pass  # the session is over either way; shutdown() does not fail
 
     def _describe_failure(self, r: Result) -> str:
         if r.timed_out:
@@ -380,10 +422,11 @@ class RLMSandboxInterpreter:
     def _bind(self, sb: Sandbox, name: str, value: Any) -> None:
         try:
             sb.set_variable(name, value)
-        except ValueError:
+        except (ValueError, InvalidParams):
             # NaN or infinity, which JSON has no numbers for (and DSPy's
-            # interpreter passes on): sent as JSON text, which Python's
-            # json reads back as float('nan') and float('inf').
+            # interpreter passes on), or a value nested deeper than the
+            # server takes (200 levels): sent as JSON text, which Python's
+            # json reads back (float('nan') and float('inf') included).
             sb.set_variable(_JSON_VAR, json.dumps(value, ensure_ascii=False))
             r = sb.execute("%s = _rlm_sandbox_json.loads(%s)\ndel %s" % (name, _JSON_VAR, _JSON_VAR))
             if r.error is not None:
