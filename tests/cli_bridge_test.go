@@ -63,32 +63,62 @@ func TestCLIBridgeBackgroundChild(t *testing.T) {
 
 // TestCLIBridgeCommandDiesWithCLI checks that a bridge command waiting
 // on its answer is killed when rlm-sandbox itself is killed (SIGKILL,
-// which it cannot catch), instead of running on as an orphan.
+// which it cannot catch), instead of running on as an orphan: the shell
+// become the command (exec), and a command the shell started in the
+// background, whose rlm_query context file is removed too.
 func TestCLIBridgeCommandDiesWithCLI(t *testing.T) {
-	pidFile := filepath.Join(t.TempDir(), "pid")
-	p := startCLI(t, "exec", "--llm-cmd", "echo $$ > "+pidFile+".tmp; mv "+pidFile+".tmp "+pidFile+"; exec sleep 120",
-		"-c", `llm_query("x")`)
-	var pid int
-	deadline := time.Now().Add(time.Minute)
-	for {
-		b, err := os.ReadFile(pidFile)
-		if err == nil {
-			if pid, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil {
-				t.Fatal(err)
+	for _, c := range []struct{ name, flag, command, code string }{
+		{"exec", "--llm-cmd", "echo $$ > PID.tmp; mv PID.tmp PID; exec sleep 120", `llm_query("x")`},
+		{"background", "--rlm-cmd", "echo $RLM_CONTEXT_FILE > CTX; sleep 120 & echo $! > PID.tmp; mv PID.tmp PID; wait", `rlm_query("t", "the context")`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			pidFile, ctxFile := filepath.Join(dir, "pid"), filepath.Join(dir, "ctx")
+			command := strings.NewReplacer("PID", pidFile, "CTX", ctxFile).Replace(c.command)
+			p := startCLI(t, "exec", c.flag, command, "-c", c.code)
+			var pid int
+			deadline := time.Now().Add(time.Minute)
+			for {
+				b, err := os.ReadFile(pidFile)
+				if err == nil {
+					if pid, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil {
+						t.Fatal(err)
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the command did not start within a minute; stderr:\n%s", p.stderr)
+				}
+				time.Sleep(10 * time.Millisecond) // polling the file system: nothing to wait on
 			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the command did not start within a minute; stderr:\n%s", p.stderr)
-		}
-		time.Sleep(10 * time.Millisecond) // polling the file system: nothing to wait on
+			if processGone(pid) {
+				t.Fatalf("the command (pid %d) ended before rlm-sandbox was killed", pid)
+			}
+			var contextFile string
+			if c.flag == "--rlm-cmd" {
+				b, err := os.ReadFile(ctxFile)
+				if err != nil {
+					t.Fatal(err)
+				}
+				contextFile = strings.TrimSpace(string(b))
+				if got, err := os.ReadFile(contextFile); err != nil || string(got) != "the context" {
+					t.Fatalf("the context file %s: %q (%v)", contextFile, got, err)
+				}
+			}
+			p.cmd.Process.Kill()
+			p.wait(t, time.Minute)
+			waitGone(t, []int{pid}, time.Minute)
+			if contextFile != "" {
+				// Removed after the group is killed: poll for it.
+				for _, err := os.Stat(contextFile); err == nil; _, err = os.Stat(contextFile) {
+					if time.Now().After(deadline) {
+						t.Fatalf("the context file %s is still there", contextFile)
+					}
+					time.Sleep(10 * time.Millisecond) // polling the file system: nothing to wait on
+				}
+			}
+		})
 	}
-	if processGone(pid) {
-		t.Fatalf("the command (pid %d) ended before rlm-sandbox was killed", pid)
-	}
-	p.cmd.Process.Kill()
-	p.wait(t, time.Minute)
-	waitGone(t, []int{pid}, time.Minute)
 }
 
 // TestCLIBridgeStderrCut checks that a failed command's long stderr is cut

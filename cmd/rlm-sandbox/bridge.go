@@ -63,7 +63,11 @@ func rlmQueryFunc(command string) func(context.Context, string, any) (string, er
 		if err != nil {
 			return "", fmt.Errorf("--rlm-cmd: write the context file: %v", err)
 		}
-		defer os.Remove(path)
+		bridgeReaper().addFile(path)
+		defer func() {
+			os.Remove(path)
+			bridgeReaper().forgetFile(path)
+		}()
 		env := []string{envContextFile + "=" + path, envContextFormat + "=" + format}
 		return runBridgeCommand(ctx, "--rlm-cmd", command, task, env)
 	}
@@ -102,9 +106,9 @@ func writeContextFile(value any) (path, format string, err error) {
 // whole when ctx ends (the execution was interrupted or timed out), when
 // it prints more than an answer may hold (it fails at once), and when the
 // command itself has exited: what a background child of it still holds
-// open is not waited for. On Linux the command is also killed if
-// rlm-sandbox dies first (its children are not: they are only in its
-// process group).
+// open is not waited for. If rlm-sandbox dies first (SIGKILL included),
+// the reaper kills the group (see bridgeReaper); on Linux the shell also
+// has Pdeathsig, for when no reaper could start.
 func runBridgeCommand(ctx context.Context, flag, command, input string, env []string) (string, error) {
 	// The pipes are the command's own files, not ones exec.Cmd copies
 	// through: Wait then returns when the command exits, even if a child
@@ -141,6 +145,10 @@ func runBridgeCommand(ctx context.Context, flag, command, input string, env []st
 	if err := cmd.Start(); err != nil {
 		return "", fmt.Errorf("%s: %v", flag, err)
 	}
+	// Killed whole by the reaper if rlm-sandbox dies before the group is
+	// killed below.
+	bridgeReaper().addGroup(cmd.Process.Pid)
+	defer bridgeReaper().forgetGroup(cmd.Process.Pid)
 	inR.Close()
 	outW.Close()
 	errW.Close()

@@ -11,6 +11,10 @@ import (
 )
 
 func main() {
+	if os.Getenv(bridgeReaperEnv) == "1" {
+		os.Exit(reapBridges(os.Stdin))
+	}
+	reaperAllowed = true
 	// Two Ps even on one CPU: the supervisor's wait for a worker's next
 	// message is a blocking poll(2), which would otherwise hold up the
 	// goroutines that answer it (procs.AtLeastTwo).
