@@ -44,6 +44,20 @@ const skimKeep = 1 << 10
 // write reads the next piece of the message.
 func (s *skim) write(b []byte) {
 	for i := 0; i < len(b) && !s.bad; i++ {
+		if s.state == skimInValue && s.inStr && !s.esc && s.valLong {
+			// Deep in a long string (a large value): only a quote or a
+			// backslash matters.
+			j := bytes.IndexByte(b[i:], '"')
+			if j < 0 {
+				j = len(b) - i
+			}
+			if k := bytes.IndexByte(b[i:i+j], '\\'); k >= 0 {
+				j = k
+			}
+			if i += j; i == len(b) {
+				return
+			}
+		}
 		s.byte(b[i])
 	}
 }
