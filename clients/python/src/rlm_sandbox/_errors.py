@@ -14,6 +14,8 @@ TIMEOUT = -32001
 CANCELED = -32002
 NO_SUCH_SANDBOX = -32003
 SHUTDOWN = -32004
+UNAUTHORIZED = -32005  # `serve --listen`: a wrong or missing token; the connection is closed
+BUSY = -32006  # `serve --listen`: a limit is reached; data["limit"] names it, data.get("retry_after_ms") when to retry
 
 
 class SandboxError(Exception):
