@@ -633,6 +633,34 @@ func TestListenLimits(t *testing.T) {
 			t.Fatalf("a sandbox started over the budget:\n%s", srv.stderr)
 		}
 	})
+	// The budget sees what code that runs for long allocates: the workers
+	// are measured while it runs, not only when an execute ends.
+	t.Run("memory budget while code runs", func(t *testing.T) {
+		srv := startListen(t, "--listen", unixAddr(t), "--memory-budget", "250M", "--metrics-listen", "127.0.0.1:0")
+		c := srv.dial(t)
+		resultOf(t, c.request("create", map[string]any{"bridges": []string{"llm_query"}}))
+		c.send(map[string]any{"jsonrpc": "2.0", "id": 100, "method": "execute", "params": map[string]any{"sandbox": "s1",
+			"code": "x = b'1' * (300 << 20)\nprint(len(x), llm_query('hold'))"}})
+		bridge, _ := c.next(time.Minute)
+		if bridge["method"] != "llm_query" {
+			t.Fatalf("%v", bridge)
+		}
+		// The execute now waits for the answer, its 300 MB allocated.
+		deadline := time.Now().Add(time.Minute)
+		for scrape(t, srv.metrics)["rlm_sandbox_worker_rss_bytes"] < 300<<20 {
+			if time.Now().After(deadline) {
+				t.Fatalf("the worker's RSS was not measured while its code ran: %v", scrape(t, srv.metrics)["rlm_sandbox_worker_rss_bytes"])
+			}
+			time.Sleep(50 * time.Millisecond) // polling the metrics: nothing to wait on
+		}
+		if code, data := rpcErr(t, c.request("create", map[string]any{})); code != codeBusy || data["limit"] != "memory_budget" {
+			t.Fatalf("a create over the budget: code %d %v", code, data)
+		}
+		c.answerBridge(bridge)
+		if m, _ := c.next(time.Minute); m["id"] != 100.0 || resultOf(t, m)["stdout"] != fmt.Sprintf("%d re: hold\n", 300<<20) {
+			t.Fatalf("%v", m)
+		}
+	})
 	t.Run("max output", func(t *testing.T) {
 		// The server holds an execution's output up to max_output
 		// characters a stream: --max-output-limit bounds what a create

@@ -49,18 +49,27 @@ type hub struct {
 	drain atomic.Bool
 
 	mu       sync.Mutex
-	live     int              // sandboxes admitted and not ended
-	perConn  map[*server]int  // the same by session
-	measured int              // live sandboxes whose RSS is known
-	rss      uint64           // their RSS, summed
+	live     int             // sandboxes admitted and not ended
+	perConn  map[*server]int // the same by session
+	measured int             // live sandboxes whose RSS is known
+	rss      uint64          // their RSS, summed
+	// The live sandboxes measured at least once, for the --memory-budget
+	// watch to measure again while their code runs.
+	watched  map[*sandboxEntry]supervisor.Sandbox
 	sessions map[*server]bool // every connection; true once it counts toward maxConns
 	counted  int              // sessions authenticated (or with nothing to authenticate)
 	waiting  int              // sessions waiting to authenticate
 
-	pool     chan *pooled
-	room     chan struct{} // a token per place in the pool not idle nor being filled
-	poolDone chan struct{}
+	pool      chan *pooled
+	room      chan struct{} // a token per place in the pool not idle nor being filled
+	poolDone  chan struct{}
+	watchDone chan struct{} // closed when watchRSS has returned
 }
+
+// watchInterval is how often, with --memory-budget, the workers' RSS is
+// measured while their code runs (an execute is also measured when it
+// ends, at most this often).
+const watchInterval = time.Second
 
 func newHub(opts hubOptions, logger *slog.Logger, m *serveMetrics) *hub {
 	if opts.estimatedRSS == 0 {
@@ -70,8 +79,13 @@ func newHub(opts hubOptions, logger *slog.Logger, m *serveMetrics) *hub {
 		opts.retryAfter = time.Second
 	}
 	h := &hub{opts: opts, logger: logger, metrics: m, perConn: map[*server]int{}, sessions: map[*server]bool{},
-		poolDone: make(chan struct{})}
+		watched: map[*sandboxEntry]supervisor.Sandbox{}, poolDone: make(chan struct{}), watchDone: make(chan struct{})}
 	h.ctx, h.stop = context.WithCancel(context.Background())
+	if opts.memoryBudget > 0 {
+		go h.watchRSS()
+	} else {
+		close(h.watchDone)
+	}
 	if opts.pool > 0 {
 		h.pool = make(chan *pooled, opts.pool)
 		h.room = make(chan struct{}, opts.pool)
@@ -134,6 +148,7 @@ func (h *hub) admit(s *server) (release func(*sandboxEntry), err error) {
 			h.rss -= e.rss.Load()
 		}
 		e.measured.Store(-1) // no more measurements count
+		delete(h.watched, e)
 		h.metrics.setLive(h.live)
 		h.metrics.setRSS(h.rss)
 		e.mu.Lock()
@@ -156,9 +171,13 @@ func (h *hub) projectedRSS() uint64 {
 }
 
 // measure records the RSS of e's worker, unless it was measured less than
-// minInterval ago. It runs in e's queue, so it never waits for an execute.
+// minInterval ago. It runs in e's queue, so it never waits for an execute;
+// with --memory-budget, watchRSS measures while the code runs too.
 func (s *server) measure(e *sandboxEntry, sb supervisor.Sandbox, minInterval time.Duration) {
-	h := s.hub
+	s.hub.measure(e, sb, minInterval)
+}
+
+func (h *hub) measure(e *sandboxEntry, sb supervisor.Sandbox, minInterval time.Duration) {
 	if h == nil {
 		return
 	}
@@ -180,6 +199,9 @@ func (s *server) measure(e *sandboxEntry, sb supervisor.Sandbox, minInterval tim
 	}
 	if prev == 0 {
 		h.measured++
+		if sb.Info().Worker { // a worker answers Stats while its code runs
+			h.watched[e] = sb
+		}
 	} else {
 		h.rss -= e.rss.Load()
 	}
@@ -187,6 +209,38 @@ func (s *server) measure(e *sandboxEntry, sb supervisor.Sandbox, minInterval tim
 	e.rss.Store(st.RSSBytes)
 	e.measured.Store(time.Now().UnixNano())
 	h.metrics.setRSS(h.rss)
+}
+
+// watchRSS measures the workers again every watchInterval, until the hub
+// closes, so that --memory-budget sees what code that runs for long
+// allocates (the measure after an execute comes only when it ends).
+func (h *hub) watchRSS() {
+	defer close(h.watchDone)
+	t := time.NewTicker(watchInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.ctx.Done():
+			return
+		case <-t.C:
+		}
+		h.mu.Lock()
+		type entry struct {
+			e  *sandboxEntry
+			sb supervisor.Sandbox
+		}
+		list := make([]entry, 0, len(h.watched))
+		for e, sb := range h.watched {
+			list = append(list, entry{e, sb})
+		}
+		h.mu.Unlock()
+		for _, w := range list {
+			if h.ctx.Err() != nil {
+				return
+			}
+			h.measure(w.e, w.sb, watchInterval/2)
+		}
+	}
 }
 
 // ready: the warm pool is filled, the server is below its limits and not
@@ -355,6 +409,7 @@ func (h *hub) endSessions(cause error) {
 func (h *hub) close() {
 	h.stop()
 	<-h.poolDone
+	<-h.watchDone
 	if h.pool == nil {
 		return
 	}
