@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -37,9 +38,14 @@ func pythonValue(v any) (any, error) {
 	return convertValue(v, 0)
 }
 
+// errTooDeep is the error of a value nested deeper than maxValueDepth; it
+// names no path (a value that contains itself would name the same key a
+// few hundred times).
+var errTooDeep = fmt.Errorf("value nested more than %d levels deep (or one that contains itself: a cycle)", maxValueDepth)
+
 func convertValue(v any, depth int) (any, error) {
 	if depth > maxValueDepth {
-		return nil, fmt.Errorf("value nested more than %d levels deep", maxValueDepth)
+		return nil, errTooDeep
 	}
 	switch x := v.(type) {
 	case nil, string, []byte, bool, int64, float64, complex128, *big.Int, runtime.Set, runtime.Tuple:
@@ -96,6 +102,9 @@ func convertValue(v any, depth int) (any, error) {
 		out := make(map[string]any, len(x))
 		for k, e := range x {
 			c, err := convertValue(e, depth+1)
+			if errors.Is(err, errTooDeep) {
+				return nil, err
+			}
 			if err != nil {
 				return nil, fmt.Errorf("%q: %w", k, err)
 			}

@@ -2,7 +2,9 @@ package supervisor
 
 import (
 	"encoding/json"
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/rlm-sandbox/rlm-sandbox/runtime"
@@ -50,5 +52,28 @@ func TestPythonValueKeepsJSONOrder(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %#v, want %#v", got, want)
+	}
+}
+
+// TestPythonValueCycle: a value that contains itself is refused as too
+// deep (a struct's pointers by encoding/json), in a message that says it
+// may be a cycle and does not repeat its path.
+func TestPythonValueCycle(t *testing.T) {
+	m := map[string]any{}
+	m["self"] = m
+	s := make([]any, 1)
+	s[0] = s
+	type node struct{ Next *node }
+	n := &node{}
+	n.Next = n
+	for name, v := range map[string]any{"map": m, "slice": s, "pointer": n} {
+		_, err := pythonValue(v)
+		if err == nil || !strings.Contains(err.Error(), "cycle") || len(err.Error()) > 200 || name != "pointer" && !errors.Is(err, errTooDeep) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// Other errors still name the key.
+	if _, err := pythonValue(map[string]any{"ch": make(chan int)}); err == nil || !strings.Contains(err.Error(), `"ch"`) {
+		t.Errorf("a channel: %v", err)
 	}
 }
