@@ -36,6 +36,8 @@ func TestCLIFlagValues(t *testing.T) {
 			errHas: []string{"--timeout must be 0 (never) or more, not -1s"}, code: 2},
 		{name: "negative --wall-timeout, repl", args: []string{"repl", "--wall-timeout", "-5m"},
 			errHas: []string{"--wall-timeout must be 0 (never) or more, not -5m0s"}, code: 2},
+		{name: "negative --max-output", args: []string{"exec", "--max-output", "-1", "-c", "print(1)"},
+			errHas: []string{"--max-output must be 0 (the default) or more, not -1"}, code: 2},
 		{name: "--timeout 0", args: []string{"exec", "--timeout", "0", "-c", "print(1)"}, out: "1\n"},
 		{name: "--memory-limit 32M", args: []string{"exec", "--memory-limit", "32M", "-c", "print(1)"}, out: "1\n"},
 		{name: "--memory-limit 4G", args: []string{"exec", "--memory-limit", "4G", "-c", "print(1)"}, out: "1\n"},

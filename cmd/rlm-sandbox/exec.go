@@ -128,7 +128,7 @@ func (o *execOptions) validate(ios *iostreams) error {
 	case stdin == 1 && o.sandbox.contextFromStdin():
 		return usageErrorf("the code is read from standard input, so the context cannot be: give the code with -c or a file")
 	case o.maxOutput < 0:
-		return usageErrorf("--max-output must be positive")
+		return usageErrorf("--max-output must be 0 (the default) or more, not %d", o.maxOutput)
 	}
 	return nil
 }
