@@ -240,8 +240,24 @@ def _rlm_boot():
         c.extend(stack)
         return c
 
+    # An exception's class name and traceback read as CPython's own
+    # traceback code reads them: past a metaclass's __name__, and past the
+    # exception's own __getattribute__ or a __traceback__ property (either
+    # could raise, or lie).
+    class_name = type.__dict__["__name__"].__get__
+    traceback_of = BaseException.__dict__["__traceback__"].__get__
+
+    def type_name(e):
+        # Never empty: the host takes an empty type for a cell without an
+        # error (a class named "" made a failed cell a success).
+        try:
+            name = class_name(type(e))
+        except Exception:
+            name = ""
+        return name or "<unnamed exception class>"
+
     def tb_text(e):
-        tb = e.__traceback__
+        tb = traceback_of(e)
         skip = {run.__code__, execute.__code__, run_interactive.__code__, run_code.__code__}
         try:
             skip.add(sys.modules["ast"].parse.__code__)
@@ -292,7 +308,7 @@ def _rlm_boot():
         except KeyboardInterrupt:
             raise  # as in message
         except BaseException:
-            return "%s: %s\n" % (type(e).__name__, message(e))
+            return "%s: %s\n" % (type_name(e), message(e))
 
     def execute(src, interactive, name):
         # The host names the cell: it runs most cells itself, through the
@@ -423,14 +439,25 @@ def _rlm_boot():
             pass
 
     def raised(e):
-        # The reply of a cell that raised e.
+        # The reply of a cell that raised e. An exception whose own code
+        # fails when it is described (a __getattribute__ that raises) is
+        # still reported as the error it is, not as the sandbox's failure.
         flush()
-        if isinstance(e, ModuleNotFoundError) and isinstance(e.name, str):
-            if e.name.partition(".")[0] not in sys.stdlib_module_names:
-                note(e, third_party)
-        elif type(e).__name__ == "ZoneInfoNotFoundError":
-            note(e, no_tzdata)
-        return (1, type(e).__name__, printable(capped(message(e))), printable(capped(tb_text(e))))
+        name = type_name(e)
+        try:
+            if issubclass(type(e), ModuleNotFoundError) and isinstance(e.name, str):
+                if e.name.partition(".")[0] not in sys.stdlib_module_names:
+                    note(e, third_party)
+            elif name == "ZoneInfoNotFoundError":
+                note(e, no_tzdata)
+        except Exception:
+            pass
+        try:
+            return (1, name, printable(capped(message(e))), printable(capped(tb_text(e))))
+        except (KeyboardInterrupt, MemoryError):
+            raise  # as in message; a MemoryError: the caller's oom reply
+        except Exception as e2:
+            return (1, name, "<the exception could not be described: %s>" % type_name(e2), "")
 
     def printable(s):
         # A lone surrogate (os.fsdecode makes them) as Python's stderr
@@ -451,7 +478,7 @@ def _rlm_boot():
     state["reserve"] = bytearray(1 << 20)
 
     def spent(e):
-        if isinstance(e, MemoryError):
+        if issubclass(type(e), MemoryError):  # not isinstance: e.__class__ could raise
             state["reserve"] = None
 
     def rearm():
@@ -475,7 +502,7 @@ def _rlm_boot():
         except MemoryError:
             r = oom
         except BaseException as e2:
-            r = (2, type(e2).__name__, capped(message(e2)))
+            r = (2, type_name(e2), capped(message(e2)))
         send(r)
 
     def plain(v, depth, seen):
@@ -520,7 +547,7 @@ def _rlm_boot():
         except KeyboardInterrupt:
             raise  # the host stopped the request (a repr that runs too long)
         except BaseException as e:
-            return "<%s object; repr() raised %s>" % (t.__name__, type(e).__name__)
+            return "<%s object; repr() raised %s>" % (class_name(t), type_name(e))
 
     def get(name):
         if name not in g:
@@ -537,7 +564,7 @@ def _rlm_boot():
             r = serve(recv())
         except BaseException as e:
             flush()
-            r = (2, type(e).__name__, capped(message(e)))
+            r = (2, type_name(e), capped(message(e)))
         send(r)
 
     def set_context(v):

@@ -226,3 +226,32 @@ func TestRaisingTraceHooks(t *testing.T) {
 		}
 	})
 }
+
+// TestOddExceptionClasses: an exception whose class or instance misbehaves
+// when it is described is still reported as the error it is, in both ways
+// of running a cell: a class named "" (it was reported as success), a
+// metaclass whose __name__ lies or raises, an instance whose
+// __getattribute__ raises (reported as KeyboardInterrupt) or whose
+// __traceback__ raises (reported as the sandbox's failure).
+func TestOddExceptionClasses(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "")
+		for _, c := range []struct{ code, errorType, errorHas string }{
+			{`raise type("", (Exception,), {})("boom")`, "<unnamed exception class>", "boom"},
+			{"class M(type):\n    __name__ = property(lambda c: 5)\nclass E(Exception, metaclass=M): pass\nraise E('boom')", "E", "E: boom"},
+			{"class M(type):\n    @property\n    def __name__(c): raise RuntimeError('nm')\nclass E(Exception, metaclass=M): pass\nraise E('boom')", "E", "E: boom"},
+			{"class E(Exception):\n    def __getattribute__(self, n): raise RuntimeError(n)\nraise E('ga')", "E", "E: ga"},
+			{"class E(Exception):\n    @property\n    def __traceback__(self): raise RuntimeError\nraise E('tb')", "E", "E: tb"},
+		} {
+			for _, run := range []func(context.Context, string) (*supervisor.CodeExecution, error){sb.Execute, sb.ExecuteInteractive} {
+				ce, err := run(context.Background(), c.code)
+				if err != nil || ce.ErrorType != c.errorType || !strings.Contains(ce.Error, c.errorHas) {
+					t.Fatalf("%q: err %v, execution %+v", c.code, err, ce)
+				}
+				if ce := exec(t, sb, "print(6 * 7)"); ce.Stdout != "42\n" {
+					t.Fatalf("after %q: %+v", c.code, ce)
+				}
+			}
+		}
+	})
+}
