@@ -53,6 +53,9 @@ type workerSandbox struct {
 	turn chan struct{}
 	// stageFile carries large values to the worker (see stage), or is nil.
 	stageFile *os.File
+	// stageCancel ends the staging of an Initialize or SetVariable in
+	// progress, for Cancel (the run it cancels starts after the staging).
+	stageCancel atomic.Pointer[context.CancelCauseFunc]
 
 	mu      sync.Mutex
 	reading bool // a caller is reading the frames
@@ -511,6 +514,9 @@ func replyErr(m ipc.Message) error {
 }
 
 func (s *workerSandbox) Initialize(ctx context.Context, value any) error {
+	if err := ctx.Err(); err != nil { // before converting a large value
+		return fmt.Errorf("%w: %w", ErrCanceled, err)
+	}
 	v, err := pythonValue(value)
 	if err != nil {
 		return fmt.Errorf("supervisor: initialize: context: %w", err)
@@ -519,7 +525,7 @@ func (s *workerSandbox) Initialize(ctx context.Context, value any) error {
 		return err
 	}
 	defer s.release()
-	wire, staged, err := s.stage(v)
+	wire, staged, err := s.stageCancelable(ctx, v)
 	if err != nil {
 		return fmt.Errorf("supervisor: initialize: %w", err)
 	}
@@ -539,11 +545,29 @@ const (
 	stageChunk = 1 << 20
 )
 
+// errCancelCalled is the cause of a staging that Cancel ended.
+var errCancelCalled = errors.New("Cancel was called")
+
+// stageCancelable is stage under ctx and Cancel: either ends a large
+// value's staging (ErrCanceled), as they end the request that follows.
+func (s *workerSandbox) stageCancelable(ctx context.Context, v any) (wire any, staged string, err error) {
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	s.stageCancel.Store(&cancel)
+	defer s.stageCancel.Store(nil)
+	return s.stage(sctx, v)
+}
+
+// stageWrite is how much of a value is written to the staging file
+// between two looks at the context.
+const stageWrite = 16 << 20
+
 // stage prepares v for an Initialize or SetVariable: it returns the value
 // to put in the message, or sends v ahead in Stage frames and returns the
 // staging format. Large strings are sent from the caller's memory, chunk
-// by chunk, so the supervisor never holds a second copy of them.
-func (s *workerSandbox) stage(v any) (wire any, staged string, err error) {
+// by chunk, so the supervisor never holds a second copy of them. When ctx
+// ends before the value has gone, so does the request (ErrCanceled).
+func (s *workerSandbox) stage(ctx context.Context, v any) (wire any, staged string, err error) {
 	var data string
 	if str, ok := v.(string); ok && len(str) >= stageMin {
 		data, staged = str, ipc.StagedText
@@ -561,9 +585,23 @@ func (s *workerSandbox) stage(v any) (wire any, staged string, err error) {
 		}
 		data, staged, wire = string(b), ipc.StagedValue, nil
 	}
+	canceled := func() error {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w: %w", ErrCanceled, context.Cause(ctx))
+		}
+		return nil
+	}
+	if err := canceled(); err != nil {
+		return nil, "", err
+	}
 	size := int64(len(data))
 	if s.stageFile != nil {
-		err := s.stageInFile(data)
+		// Nothing tells the worker of the file's contents until the
+		// Stage frame: a write the context ended is left unread.
+		err := s.stageInFile(data, canceled)
+		if errors.Is(err, ErrCanceled) {
+			return nil, "", err
+		}
 		if err == nil {
 			err = s.w.WriteMessage(ipc.KindStage, 0, ipc.Stage{Size: size, File: true})
 		}
@@ -595,13 +633,22 @@ func (s *workerSandbox) stage(v any) (wire any, staged string, err error) {
 // into and out of the pipe, into the staging buffer, into the
 // interpreter) and woke the worker for every 1 MiB frame.
 
-// stageInFile writes data at the start of the staging file.
-func (s *workerSandbox) stageInFile(data string) error {
+// stageInFile writes data at the start of the staging file, stageWrite
+// bytes at a time, and stops with canceled's error when it has one.
+func (s *workerSandbox) stageInFile(data string, canceled func() error) error {
 	if err := s.stageFile.Truncate(int64(len(data))); err != nil {
 		return err
 	}
-	_, err := s.stageFile.WriteAt(unsafe.Slice(unsafe.StringData(data), len(data)), 0)
-	return err
+	b := unsafe.Slice(unsafe.StringData(data), len(data))
+	for off := 0; off < len(b); off += stageWrite {
+		if err := canceled(); err != nil {
+			return err
+		}
+		if _, err := s.stageFile.WriteAt(b[off:min(off+stageWrite, len(b))], int64(off)); err != nil {
+			return err
+		}
+	}
+	return canceled()
 }
 
 // unstage empties the staging file once the worker has used it.
@@ -631,6 +678,9 @@ func (s *workerSandbox) GetVariable(ctx context.Context, name string) (any, bool
 }
 
 func (s *workerSandbox) SetVariable(ctx context.Context, name string, value any) error {
+	if err := ctx.Err(); err != nil { // before converting a large value
+		return fmt.Errorf("%w: %w", ErrCanceled, err)
+	}
 	v, err := pythonValue(value)
 	if err != nil {
 		return fmt.Errorf("supervisor: set variable %s: %w", name, err)
@@ -642,7 +692,7 @@ func (s *workerSandbox) SetVariable(ctx context.Context, name string, value any)
 	if !s.inited.Load() {
 		return ErrNotInitialized
 	}
-	wire, staged, err := s.stage(v)
+	wire, staged, err := s.stageCancelable(ctx, v)
 	if err != nil {
 		return fmt.Errorf("supervisor: set variable %s: %w", name, err)
 	}
@@ -947,6 +997,9 @@ func (s *workerSandbox) Stats(ctx context.Context) (Stats, error) {
 }
 
 func (s *workerSandbox) Cancel() {
+	if c := s.stageCancel.Load(); c != nil {
+		(*c)(errCancelCalled)
+	}
 	cancelExecution(s.running.Load(), s.output.Load())
 }
 

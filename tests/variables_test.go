@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/rlm-sandbox/rlm-sandbox/runtime"
@@ -349,4 +350,37 @@ func TestGetVariableEmptyBytes(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestLargeValueCanceled: in a worker, the context ends a large value's
+// Initialize or SetVariable while it is still being staged (it went on to
+// set the value), and a context that has ended already stops the call
+// before a large value is converted.
+func TestLargeValueCanceled(t *testing.T) {
+	sb := newSandbox(t, workerMode, supervisor.Config{}, "")
+	big := strings.Repeat("x", 256<<20)
+	bigMap := map[string]any{}
+	for i := range 200_000 {
+		bigMap[strconv.Itoa(i)] = []any{i, "v"}
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	for name, call := range map[string]func(context.Context) error{
+		"Initialize":  func(ctx context.Context) error { return sb.Initialize(ctx, big) },
+		"SetVariable": func(ctx context.Context) error { return sb.SetVariable(ctx, "v", big) },
+		"SetVariable of a map, canceled before": func(context.Context) error {
+			return sb.SetVariable(done, "v", bigMap)
+		},
+	} {
+		// 256 MB take far longer than a millisecond to stage.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+		err := call(ctx)
+		cancel()
+		if !errors.Is(err, supervisor.ErrCanceled) {
+			t.Errorf("%s: %v, want ErrCanceled", name, err)
+		}
+		if ce := exec(t, sb, "print(len(context), 'v' in globals())"); ce.Stdout != "0 False\n" {
+			t.Fatalf("after %s: %+v", name, ce)
+		}
+	}
 }
