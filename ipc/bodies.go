@@ -38,6 +38,7 @@ const (
 	CodeUnknownKind = "unknown_kind" // the request's kind is not known (ErrUnknownKind)
 	CodeUnexpected  = "unexpected"   // the request is not valid now (e.g. Execute before Initialize)
 	CodeInternal    = "internal"     // the receiver failed while handling the request
+	CodeTooLarge    = "too_large"    // the reply would not fit a frame (ErrFrameTooLarge)
 )
 
 // Error formats the reply as "code: message", so an Error body can be

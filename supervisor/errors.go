@@ -34,7 +34,9 @@ var (
 	ErrInvalidName = errors.New("supervisor: not a Python variable name")
 	// ErrTooLarge reports code too large to send to a worker, which takes
 	// it in one message of at most 64 MiB (direct mode has no such limit;
-	// large data goes in with Initialize or SetVariable, which have none).
+	// large data goes in with Initialize or SetVariable, which have none),
+	// and a value too large to come back from one (GetVariable of more
+	// than 64 MiB, encoded).
 	ErrTooLarge = errors.New("supervisor: too large for a worker")
 	// ErrOutOfMemory: the worker was killed (SIGKILL, not the supervisor's)
 	// while the kernel's out-of-memory killer killed in its memory cgroup

@@ -735,10 +735,14 @@ func (s *workerSandbox) callRun(ctx context.Context, what string, kind ipc.Kind,
 		if o.why != nil { // interrupted (the code may have turned the interrupt into another error)
 			return ipc.Message{}, fmt.Errorf("supervisor: %s: %w", what, o.why)
 		}
-		if e, _ := o.m.Body.(ipc.Error); e.Code == ipc.CodeInternal {
+		switch e, _ := o.m.Body.(ipc.Error); e.Code {
+		case ipc.CodeInternal:
 			// The guest could not serve it (a MemoryError, say): named
 			// as direct mode names it, not as a failure of the worker.
 			return ipc.Message{}, fmt.Errorf("supervisor: %s: %s", what, e.Message)
+		case ipc.CodeTooLarge:
+			// A value over 64 MiB read back (GetVariable).
+			return ipc.Message{}, fmt.Errorf("supervisor: %s: %w: %s", what, ErrTooLarge, e.Message)
 		}
 		return ipc.Message{}, err
 	}

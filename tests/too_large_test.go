@@ -29,3 +29,24 @@ func TestCodeTooLargeForAWorker(t *testing.T) {
 		}
 	})
 }
+
+// TestValueTooLargeToComeBack: a value over the 64 MiB a worker sends in
+// one message fails GetVariable with ErrTooLarge (it matched no sentinel),
+// and the sandbox goes on; direct mode returns it.
+func TestValueTooLargeToComeBack(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "")
+		exec(t, sb, "v = 'z' * (65 << 20)")
+		v, found, err := sb.GetVariable(context.Background(), "v")
+		if m.name == "worker" {
+			if !errors.Is(err, supervisor.ErrTooLarge) || !strings.Contains(err.Error(), "frame too large") {
+				t.Fatalf("worker: %v", err)
+			}
+		} else if s, _ := v.(string); err != nil || !found || len(s) != 65<<20 {
+			t.Fatalf("direct: %d characters, %v, %v", len(s), found, err)
+		}
+		if ce := exec(t, sb, "del v\nprint(6 * 7)"); ce.Stdout != "42\n" {
+			t.Fatalf("after: %+v", ce)
+		}
+	})
+}

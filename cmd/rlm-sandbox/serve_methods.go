@@ -39,6 +39,11 @@ func (s *server) dispatch(m *message, done doneFunc) {
 		var p variableParams
 		s.queue(m.Params, &p, &p.sandboxParam, done, func(e *sandboxEntry, sb supervisor.Sandbox, _ context.Context) (any, error) {
 			v, found, err := sb.GetVariable(s.ctx, p.Name)
+			if errors.Is(err, supervisor.ErrTooLarge) {
+				// A value too large to come back: the sandbox's limit, not
+				// the request's parameters (-32000, as docs/serve.md says).
+				return nil, &rpcError{Code: codeSandboxFailure, Message: err.Error(), Data: &errorData{Kind: "internal"}}
+			}
 			if err != nil {
 				return nil, err
 			}

@@ -211,7 +211,11 @@ func (s *server) handle(m ipc.Message) error {
 		if errors.Is(err, ipc.ErrUnsupportedValue) || errors.Is(err, ipc.ErrFrameTooLarge) || errors.Is(err, ipc.ErrTooDeep) {
 			// Nothing was written: the reply cannot be encoded (a value
 			// too large for a frame, say). Say so instead.
-			return s.w.WriteMessage(ipc.KindError, m.ID, ipc.Error{Code: ipc.CodeInternal, Message: "the reply cannot be sent: " + err.Error()})
+			code := ipc.CodeInternal
+			if errors.Is(err, ipc.ErrFrameTooLarge) {
+				code = ipc.CodeTooLarge
+			}
+			return s.w.WriteMessage(ipc.KindError, m.ID, ipc.Error{Code: code, Message: "the reply cannot be sent: " + err.Error()})
 		}
 		return err
 	}
