@@ -525,7 +525,7 @@ func (s *workerSandbox) Initialize(ctx context.Context, value any) error {
 		return err
 	}
 	defer s.release()
-	wire, staged, err := s.stageCancelable(ctx, v)
+	wire, staged, err := s.stage(ctx, v)
 	if err != nil {
 		return fmt.Errorf("supervisor: initialize: %w", err)
 	}
@@ -548,16 +548,6 @@ const (
 // errCancelCalled is the cause of a staging that Cancel ended.
 var errCancelCalled = errors.New("Cancel was called")
 
-// stageCancelable is stage under ctx and Cancel: either ends a large
-// value's staging (ErrCanceled), as they end the request that follows.
-func (s *workerSandbox) stageCancelable(ctx context.Context, v any) (wire any, staged string, err error) {
-	sctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	s.stageCancel.Store(&cancel)
-	defer s.stageCancel.Store(nil)
-	return s.stage(sctx, v)
-}
-
 // stageWrite is how much of a value is written to the staging file
 // between two looks at the context.
 const stageWrite = 16 << 20
@@ -566,7 +556,8 @@ const stageWrite = 16 << 20
 // to put in the message, or sends v ahead in Stage frames and returns the
 // staging format. Large strings are sent from the caller's memory, chunk
 // by chunk, so the supervisor never holds a second copy of them. When ctx
-// ends before the value has gone, so does the request (ErrCanceled).
+// ends, or Cancel is called, before a large value has gone, so does the
+// request (ErrCanceled).
 func (s *workerSandbox) stage(ctx context.Context, v any) (wire any, staged string, err error) {
 	var data string
 	if str, ok := v.(string); ok && len(str) >= stageMin {
@@ -585,6 +576,11 @@ func (s *workerSandbox) stage(ctx context.Context, v any) (wire any, staged stri
 		}
 		data, staged, wire = string(b), ipc.StagedValue, nil
 	}
+	// A large value only: Cancel has no run to reach until it has gone.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	s.stageCancel.Store(&cancel)
+	defer s.stageCancel.Store(nil)
 	canceled := func() error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("%w: %w", ErrCanceled, context.Cause(ctx))
@@ -692,7 +688,7 @@ func (s *workerSandbox) SetVariable(ctx context.Context, name string, value any)
 	if !s.inited.Load() {
 		return ErrNotInitialized
 	}
-	wire, staged, err := s.stageCancelable(ctx, v)
+	wire, staged, err := s.stage(ctx, v)
 	if err != nil {
 		return fmt.Errorf("supervisor: set variable %s: %w", name, err)
 	}

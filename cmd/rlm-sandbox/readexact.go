@@ -40,10 +40,9 @@ func readExact(r io.Reader) ([]byte, error) {
 // and joins them: the result's capacity is its length unless r had
 // nothing after first.
 func readChunks(r io.Reader, first []byte) ([]byte, error) {
-	chunks := [][]byte{first}
+	var chunks [][]byte
 	total := len(first)
-	size := 64 << 10
-	for {
+	for size := 64 << 10; ; size = min(2*size, 16<<20) {
 		buf := make([]byte, size)
 		n, err := io.ReadFull(r, buf)
 		if n > 0 {
@@ -56,15 +55,14 @@ func readChunks(r io.Reader, first []byte) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		size = min(2*size, 16<<20)
 	}
-	if total == len(first) {
+	switch {
+	case len(chunks) == 0:
 		return first, nil
+	case first == nil && len(chunks) == 1 && len(chunks[0]) == cap(chunks[0]):
+		return chunks[0], nil
 	}
-	if len(chunks) == 2 && first == nil && len(chunks[1]) == cap(chunks[1]) {
-		return chunks[1], nil
-	}
-	out := make([]byte, 0, total)
+	out := append(make([]byte, 0, total), first...)
 	for _, c := range chunks {
 		out = append(out, c...)
 	}

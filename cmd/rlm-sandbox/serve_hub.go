@@ -171,12 +171,9 @@ func (h *hub) projectedRSS() uint64 {
 }
 
 // measure records the RSS of e's worker, unless it was measured less than
-// minInterval ago. It runs in e's queue, so it never waits for an execute;
-// with --memory-budget, watchRSS measures while the code runs too.
-func (s *server) measure(e *sandboxEntry, sb supervisor.Sandbox, minInterval time.Duration) {
-	s.hub.measure(e, sb, minInterval)
-}
-
+// minInterval ago. The sessions call it in e's queue, so it never waits for
+// an execute; with --memory-budget, watchRSS measures while the code runs
+// too.
 func (h *hub) measure(e *sandboxEntry, sb supervisor.Sandbox, minInterval time.Duration) {
 	if h == nil {
 		return

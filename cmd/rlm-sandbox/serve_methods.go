@@ -397,7 +397,7 @@ func (s *server) create(raw json.RawMessage, done doneFunc) {
 		}
 		s.hub.created()
 		done(newCreateResult(e.id, sb.Info()), nil)
-		s.measure(e, sb, 0)
+		s.hub.measure(e, sb, 0)
 	})
 }
 
@@ -474,7 +474,7 @@ func (s *server) execute(ctx context.Context, e *sandboxEntry, sb supervisor.San
 	ce, err := run(ctx, *p.Code)
 	s.hub.observeExecute(ce, err, time.Since(start))
 	if s.hub != nil {
-		e.q.push(func() { s.measure(e, sb, time.Second) }) // after this execute, before the next
+		e.q.push(func() { s.hub.measure(e, sb, time.Second) }) // after this execute, before the next
 	}
 	if err == nil {
 		return executionResult(ce, nil), nil
