@@ -209,6 +209,9 @@ def _rlm_boot():
         # format_frame_summary never returns None).
         if not summaries:
             cutoff = traceback._RECURSIVE_CUTOFF
+            # The frames (and runs) shown in full, at most: the default
+            # recursion limit's tracebacks are all shown.
+            shown_most = 1200
 
             def repeated(count):
                 count -= cutoff
@@ -217,22 +220,40 @@ def _rlm_boot():
             class Collapsed(traceback.StackSummary):
                 def format(self, **kwargs):
                     colorize = kwargs.get("colorize", False)
-                    result = []
+                    # What CPython shows: a frame, or a run's count.
+                    shown = []
                     last = None
                     count = 0
                     for f in self:
                         key = (f.filename, f.lineno, f.name)
                         if last is None or None in last or key != last:
                             if count > cutoff:
-                                result.append(repeated(count))
+                                shown.append(count)
                             last = key
                             count = 0
                         count += 1
-                        if count > cutoff:
-                            continue
-                        result.append(self.format_frame_summary(f, colorize=colorize))
+                        if count <= cutoff:
+                            shown.append(f)
                     if count > cutoff:
-                        result.append(repeated(count))
+                        shown.append(count)
+                    if len(shown) > shown_most:
+                        # A recursion through more than one function (it
+                        # is not collapsed) thousands of frames deep: 0.1
+                        # ms a frame, seconds in all, for text that is
+                        # cut to its first and last characters (at most
+                        # 1 MiB here, 50,000 by default in the host).
+                        # Its first and last frames, then, around a count.
+                        half = shown_most // 2
+                        left = sum(1 if type(x) is not int else x - cutoff for x in shown[half:-half])
+                        shown[half:-half] = [f"  [... {left} frame{'s' if left > 1 else ''} omitted ...]\n"]
+                    result = []
+                    for x in shown:
+                        if type(x) is int:
+                            result.append(repeated(x))
+                        elif type(x) is str:
+                            result.append(x)
+                        else:
+                            result.append(self.format_frame_summary(x, colorize=colorize))
                     return result
 
             summaries.append(Collapsed)
@@ -277,6 +298,8 @@ def _rlm_boot():
             # are noise to the code's author: the error points at the call.
             # They go before the frames are summarised, which costs per
             # frame: a traceback of the frames kept (all, if none would be).
+            # (A frame's line is read when it is formatted, lookup_lines
+            # False: Collapsed below formats only those it shows.)
             own = ("<rlm>", "<rlm-boot>")
             kept, n, t = [], 0, tb
             while t is not None:
@@ -290,11 +313,11 @@ def _rlm_boot():
                     t2 = None
                     for t in reversed(kept):
                         t2 = type(t)(t2, t.tb_frame, t.tb_lasti, t.tb_lineno)
-                    te = traceback.TracebackException(type(e), e, t2)
+                    te = traceback.TracebackException(type(e), e, t2, lookup_lines=False)
                 except Exception:
                     te = None  # a frame without a line number: as below
             if te is None:
-                te = traceback.TracebackException(type(e), e, tb)
+                te = traceback.TracebackException(type(e), e, tb, lookup_lines=False)
             # The summaries left with such frames (the above could not go
             # without them, or exceptions chained to it or in it, a group)
             # lose them once made: the tracebacks are left as they are.

@@ -137,7 +137,10 @@ type CodeExecution struct {
 	// ErrorType is the exception's class name, e.g. "ZeroDivisionError".
 	ErrorType string
 	// Traceback is the formatted traceback, without colour codes, cut to
-	// MaxOutputLength characters.
+	// MaxOutputLength characters. Its frames are as CPython formats them;
+	// a stack of more than 1,200 frames and runs (a recursion through
+	// more than one function, which CPython does not collapse) shows only
+	// its first and last 600, around a line "[... N frames omitted ...]".
 	Traceback string
 	// Duration is the wall time of the execution.
 	Duration time.Duration
