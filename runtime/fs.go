@@ -44,6 +44,21 @@ func (in *Interpreter) buildFS(cfg Config) (*vfs.FS, error) {
 	if e := fs.AddDevice("/dev/zero", vfs.ZeroDevice{}, 0o666); e != vfs.ESUCCESS {
 		return nil, e
 	}
+	// The standard streams (writing to /dev/stdout was writing a file
+	// there, and the output was lost), a terminal that is the output,
+	// random numbers: as Emscripten's /dev has them. They reach the host,
+	// made after the file system, through in.host.
+	for _, d := range []struct {
+		name string
+		kind int
+	}{
+		{"stdin", devStdin}, {"stdout", devStdout}, {"stderr", devStderr},
+		{"tty", devStdout}, {"random", devRandom}, {"urandom", devRandom},
+	} {
+		if e := fs.AddDevice("/dev/"+d.name, hostDevice{in, d.kind}, 0o666); e != vfs.ESUCCESS {
+			return nil, e
+		}
+	}
 	limit := deviceLimit(cfg.MemoryLimit)
 	in.channel.max = limit
 	if e := fs.AddDevice("/dev/rlm", in.channel, 0o600); e != vfs.ESUCCESS {
@@ -56,5 +71,35 @@ func (in *Interpreter) buildFS(cfg Config) (*vfs.FS, error) {
 	if e := fs.AddDevice("/dev/rlm-llm", &llmDevice{b: bridge}, 0o600); e != vfs.ESUCCESS {
 		return nil, e
 	}
+	// No new names in /dev: opening /dev/tty1 for writing fails (EROFS)
+	// instead of making a file that nothing reads.
+	if e := fs.SetReadOnly("/dev", true); e != vfs.ESUCCESS {
+		return nil, e
+	}
 	return fs, nil
 }
+
+// The host's devices in /dev.
+const (
+	devStdin = iota
+	devStdout
+	devStderr
+	devRandom
+)
+
+// hostDevice is one of the host's devices in /dev; its driver is the
+// interpreter's host's, which is made after the file system.
+type hostDevice struct {
+	in   *Interpreter
+	kind int
+}
+
+func (d hostDevice) driver() vfs.Device {
+	if d.kind == devRandom {
+		return d.in.host.Random()
+	}
+	return d.in.host.Stdio(d.kind)
+}
+
+func (d hostDevice) Read(p []byte) (int, vfs.Errno)  { return d.driver().Read(p) }
+func (d hostDevice) Write(p []byte) (int, vfs.Errno) { return d.driver().Write(p) }

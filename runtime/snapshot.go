@@ -48,7 +48,7 @@ const (
 	snapshotMagic = "RLMSNAP\x01"
 	// snapshotFormat changes whenever what a snapshot captures, or the
 	// host-side state the guest sees at boot, changes.
-	snapshotFormat = "3"
+	snapshotFormat = "4"
 	imageAlign     = 64 << 10
 )
 

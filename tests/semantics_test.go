@@ -148,6 +148,31 @@ func TestStandardStreamsAreNotTerminals(t *testing.T) {
 	})
 }
 
+// TestDevices checks /dev as Emscripten lays it out: /dev/stdout and
+// /dev/stderr reach the execution's output (writing to them made files
+// there, and the output was lost), /dev/tty is the output too, /dev/stdin
+// is at its end, /dev/urandom gives random bytes, and a name that is not
+// there cannot be made (EROFS, not a file nothing reads).
+func TestDevices(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "")
+		ce := exec(t, sb, "import csv, os, stat\n"+
+			"with open('/dev/stdout', 'w', newline='') as f:\n    csv.writer(f).writerow(['a', 'b c'])\n"+
+			"with open('/dev/stderr', 'w') as f:\n    print('to stderr', file=f)\n"+
+			"print('between')\n"+
+			"with open('/dev/tty', 'w') as f:\n    f.write('to the tty\\n')\n"+
+			"with open('/dev/stdin') as f:\n    print(repr(f.read()))\n"+
+			"with open('/dev/urandom', 'rb') as f:\n    a, b = f.read(32), f.read(32)\n"+
+			"print(len(a), len(b), a != b)\n"+
+			"try:\n    open('/dev/tty1', 'w')\nexcept OSError as e:\n    print(type(e).__name__, e.strerror)\n"+
+			"print(sorted(n for n in os.listdir('/dev') if not stat.S_ISCHR(os.stat('/dev/' + n).st_mode)))")
+		want := "a,b c\r\nbetween\nto the tty\n''\n32 32 True\nOSError Read-only file system\n[]\n"
+		if ce.Error != "" || ce.Stdout != want || ce.Stderr != "to stderr\n" {
+			t.Fatalf("stdout %q (want %q), stderr %q, error %q", ce.Stdout, want, ce.Stderr, ce.Error)
+		}
+	})
+}
+
 // TestNativeStackOverflow checks what happens when freeing a chain of a
 // million nested lists recurses in C past wazero's 400 MB stack (native
 // CPython defers such frees; here CPython cannot see that stack): the

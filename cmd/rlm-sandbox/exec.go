@@ -48,7 +48,9 @@ byte order mark dropped, or the coding a PEP 263 declaration names
 SyntaxError, and then none of the code runs.
 
 Python's stdout and stderr stream to this command's stdout and stderr as
-they are written; an exception prints its traceback to stderr. The code
+they are written; an exception prints its traceback to stderr. Python's
+stdin is empty (input() raises EOFError): pipe data in as the context,
+with --context-file -. The code
 may run up to 1 MiB ahead of a slow reader of this command's output;
 past that it waits for the reader, and that wait counts against
 --timeout, as the time of a native script blocked on its output would

@@ -181,6 +181,29 @@ func (s stdoutStream) Write(p []byte) (int, vfs.Errno) {
 	return len(p), ESUCCESS
 }
 
+// Stdio is the device of /dev/stdin (fd 0), /dev/stdout (1) or
+// /dev/stderr (2), which Emscripten's createStandardStreams makes: what is
+// written reaches the host's output as descriptor 1's or 2's does,
+// whatever the code did to the descriptors since; standard input is at
+// its end.
+func (h *Host) Stdio(fd int) vfs.Device {
+	return []vfs.Device{stdinStream{}, stdoutStream{h: h}, stdoutStream{h: h, err: true}}[fd]
+}
+
+// Random is the device of /dev/random and /dev/urandom: reads fill the
+// buffer from the host's random source (Config.Rand), writes are taken
+// and dropped, as Linux takes them into its pool.
+func (h *Host) Random() vfs.Device { return randomDevice{h} }
+
+type randomDevice struct{ h *Host }
+
+func (d randomDevice) Read(p []byte) (int, vfs.Errno) {
+	d.h.cfg.Rand(p)
+	return len(p), ESUCCESS
+}
+
+func (randomDevice) Write(p []byte) (int, vfs.Errno) { return len(p), ESUCCESS }
+
 // stdio is the description of standard descriptor fd (0-2).
 func (h *Host) stdio(fd int) *description {
 	s := []stream{stdinStream{}, stdoutStream{h: h}, stdoutStream{h: h, err: true}}[fd]
