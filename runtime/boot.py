@@ -451,6 +451,9 @@ def _rlm_boot():
 
     third_party = "the rlm-sandbox has Python's standard library only: no third-party packages, and none can be installed"
 
+    not_built = ("%r is in CPython's standard library but not in Pyodide's build of it, which the rlm-sandbox runs "
+                 "(Pyodide leaves out what needs a terminal, the host's users or its system libraries)")
+
     no_tzdata = ("the rlm-sandbox has no time zone database (pyodide.loadPackage is not available here): "
                  "only fixed offsets work, datetime.timezone(timedelta(hours=...))")
 
@@ -471,6 +474,8 @@ def _rlm_boot():
             if issubclass(type(e), ModuleNotFoundError) and isinstance(e.name, str):
                 if e.name.partition(".")[0] not in sys.stdlib_module_names:
                     note(e, third_party)
+                elif e.name in sys.stdlib_module_names:
+                    note(e, not_built % e.name)  # pwd, resource, curses, dbm
             elif name == "ZoneInfoNotFoundError":
                 note(e, no_tzdata)
         except Exception:
@@ -847,10 +852,14 @@ def _rlm_boot():
             try:
                 return start(*args, **kwargs)
             except RuntimeError as e:
-                raise RuntimeError(
-                    "%s: the rlm-sandbox runs Python without threads; to run llm_query calls "
-                    "concurrently use llm_query_batched(prompts) (rlm_query_batched for rlm_query)" % e
-                ) from None
+                why = e
+            # Raised here, out of the except clause: the error's context is
+            # what the caller was handling, if anything, as it would be had
+            # start raised it (raising from None hid that too).
+            raise RuntimeError(
+                "%s: the rlm-sandbox runs Python without threads; to run llm_query calls "
+                "concurrently use llm_query_batched(prompts) (rlm_query_batched for rlm_query)" % why
+            )
 
         wrapper.__name__ = start.__name__
         wrapper.__qualname__ = start.__qualname__

@@ -53,9 +53,23 @@ func TestWhatTheSandboxLacksSaysSo(t *testing.T) {
 				t.Errorf("%q: traceback %q lacks %q", c.code, ce.Traceback, c.tbHas)
 			}
 		}
-		// A standard module Pyodide lacks gets no such note.
-		if ce := exec(t, sb, "import _tkinter"); ce.ErrorType != "ModuleNotFoundError" || strings.Contains(ce.Traceback, "standard library only") {
-			t.Errorf("the note went to a module that is not third-party? %q", ce.Traceback)
+		// A standard module Pyodide lacks gets a note of its own; a module
+		// of a standard package that does not exist, none.
+		for _, mod := range []string{"_tkinter", "pwd", "resource", "curses"} {
+			ce := exec(t, sb, "import "+mod)
+			if ce.ErrorType != "ModuleNotFoundError" || strings.Contains(ce.Traceback, "standard library only") ||
+				!strings.Contains(ce.Traceback, "'"+mod+"' is in CPython's standard library but not in Pyodide's build") {
+				t.Errorf("import %s: %q", mod, ce.Traceback)
+			}
+		}
+		if ce := exec(t, sb, "import xml.nothing"); ce.ErrorType != "ModuleNotFoundError" || strings.Contains(ce.Traceback, "Pyodide's build") {
+			t.Errorf("import xml.nothing: %q", ce.Traceback)
+		}
+		// The error says no threads without hiding the exception the code
+		// was handling when it started one.
+		ce := exec(t, sb, "import threading\ntry:\n    {}['missing']\nexcept KeyError:\n    threading.Thread(target=print).start()")
+		if ce.ErrorType != "RuntimeError" || !strings.Contains(ce.Traceback, "KeyError: 'missing'\n\nDuring handling of the above exception, another exception occurred:") {
+			t.Errorf("a thread started in an except clause: %q", ce.Traceback)
 		}
 		if ce := exec(t, sb, "import json\nbreakpoint()\nprint('on')"); ce.Error != "" || ce.Stdout != "on\n" {
 			t.Errorf("breakpoint(): %+v", ce)
