@@ -64,6 +64,19 @@ func TestCLIExecSystemExit(t *testing.T) {
 	})
 }
 
+// TestCLIExecRaisedKeyboardInterrupt checks that a KeyboardInterrupt the
+// code raises itself exits 130, as CPython does, with its traceback (it
+// exited 1); a subclass of it exits 1, as in CPython.
+func TestCLIExecRaisedKeyboardInterrupt(t *testing.T) {
+	tb := "Traceback (most recent call last):\n  File \"<cell-1>\", line 2, in <module>\n    raise %s\n%s\n"
+	runExitCases(t, []exitCase{
+		{name: "raise KeyboardInterrupt", args: []string{"exec", "-c", "print(1)\nraise KeyboardInterrupt", "-c", "print('not reached')"},
+			out: "1\n", err: fmt.Sprintf(tb, "KeyboardInterrupt", "KeyboardInterrupt"), code: 130},
+		{name: "a subclass", args: []string{"exec", "-c", "class K(KeyboardInterrupt): pass\nraise K"},
+			err: fmt.Sprintf(tb, "K", "K"), code: 1},
+	})
+}
+
 // TestCLIReplSystemExit checks that sys.exit ends a repl session with the
 // status CPython's prompt exits with, and reads no further input.
 func TestCLIReplSystemExit(t *testing.T) {

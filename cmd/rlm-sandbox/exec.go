@@ -80,7 +80,8 @@ that the command is killed and the call raises BridgeError.
 Exit status: 0 success, 1 the code raised an exception, 2 usage error,
 3 the sandbox failed (or the output could not be written), 124 timeout
 (--timeout or --wall-timeout), 130 interrupted by Ctrl-C (the first
-interrupts the code, a second ends the command at once), 143 ended by
+interrupts the code, a second ends the command at once) or the code
+raised KeyboardInterrupt itself, as CPython exits, 143 ended by
 SIGTERM (the code is interrupted first), N the code called sys.exit(N) or
 os._exit(N); a reader that closes this command's output (| head -1) ends
 it with SIGPIPE (141 in a shell).`,
@@ -309,6 +310,10 @@ func runBlocks(parent context.Context, ios *iostreams, o *execOptions) error {
 				fmt.Fprintln(ios.ErrOut, message)
 			}
 			return exitStatus(status)
+		case ce.ErrorType == "KeyboardInterrupt":
+			// The code raised it itself (an interrupt of the run's is err):
+			// CPython exits 130 then, as if interrupted.
+			return exitStatus(exitInterrupted)
 		case ce.Error != "":
 			return errPython
 		}
