@@ -50,3 +50,26 @@ func TestValueTooLargeToComeBack(t *testing.T) {
 		}
 	})
 }
+
+// TestPromptTooLargeForAWorker: an llm_query prompt over the 64 MiB a
+// worker sends in one message raises BridgeError saying so (it said
+// "ipc: encode bridge_call: ... frame too large"), and the sandbox goes
+// on; direct mode makes the call.
+func TestPromptTooLargeForAWorker(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{
+			OnLLMQuery: func(_ context.Context, p string) (string, error) { return strings.Repeat("a", len(p)%7), nil },
+		}, "")
+		ce := exec(t, sb, "try:\n    print(len(llm_query('q' * (65 << 20))))\nexcept BridgeError as e:\n    print(e)")
+		want := "1\n" // (65 << 20) % 7
+		if m.name == "worker" {
+			want = "more than the 64 MiB a call sends to the host in one message"
+		}
+		if !strings.Contains(ce.Stdout, want) {
+			t.Fatalf("stdout %q, want %q", ce.Stdout, want)
+		}
+		if ce := exec(t, sb, "print(6 * 7)"); ce.Stdout != "42\n" {
+			t.Fatalf("after: %+v", ce)
+		}
+	})
+}

@@ -48,6 +48,9 @@ func (s *server) ask(ctx context.Context, method string, calls [][]any, batch bo
 		frames[i] = ipc.BridgeCall{Method: method, Args: wire, Batch: batch}
 	}
 	if err := s.out.sendAll(ipc.KindBridgeCall, ids, frames); err != nil {
+		if errors.Is(err, ipc.ErrFrameTooLarge) {
+			err = fmt.Errorf("its arguments take more than the %d MiB a call sends to the host in one message (%w)", ipc.MaxFrameSize>>20, err)
+		}
 		for i, id := range ids {
 			s.takeBridge(id)
 			errs[i] = fmt.Errorf("send %s call: %w", method, err)
