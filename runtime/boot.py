@@ -478,6 +478,10 @@ def _rlm_boot():
                     note(e, not_built % e.name)  # pwd, resource, curses, dbm
             elif name == "ZoneInfoNotFoundError":
                 note(e, no_tzdata)
+            elif issubclass(type(e), SyntaxError) and e.text is None and isinstance(e.lineno, int):
+                # The compiler's errors ('return' outside function) carry
+                # no line: CPython reads it from the script's file.
+                e.text = linecache.getline(e.filename, e.lineno) or None
         except Exception:
             pass
         try:

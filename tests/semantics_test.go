@@ -162,6 +162,24 @@ func TestStandardStreamsAreNotTerminals(t *testing.T) {
 	})
 }
 
+// TestCompilerSyntaxErrorsShowTheirLine checks that a SyntaxError of
+// the compiler (not the parser: 'break' outside a loop) shows the cell's
+// line and carets, as CPython shows a script's (it had no line at all).
+func TestCompilerSyntaxErrorsShowTheirLine(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "")
+		for code, want := range map[string]string{
+			"for i in range(3):\n    pass\nbreak": "line 3\n    break\n    ^^^^^\nSyntaxError: 'break' outside loop\n",
+			"x = 1\nif x:\n    return x + 1":      "line 3\n    return x + 1\n    ^^^^^^^^^^^^\nSyntaxError: 'return' outside function\n",
+		} {
+			ce := exec(t, sb, code)
+			if ce.ErrorType != "SyntaxError" || !strings.HasSuffix(ce.Traceback, want) {
+				t.Errorf("%q: traceback %q, want it to end with %q", code, ce.Traceback, want)
+			}
+		}
+	})
+}
+
 // TestDevices checks /dev as Emscripten lays it out: /dev/stdout and
 // /dev/stderr reach the execution's output (writing to them made files
 // there, and the output was lost), /dev/tty is the output too, /dev/stdin
