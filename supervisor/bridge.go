@@ -52,6 +52,9 @@ func (b *bridges) call(r *run, method string, args []any) (result any, err error
 	r.clock.enter()
 	defer r.clock.leave()
 	ctx := r.bridgeCtx()
+	if err := ctx.Err(); err != nil {
+		return nil, err // the run was stopped: no callback starts (select would pick a free slot half the time)
+	}
 	sem := r.bridgeSlots(b.cfg.MaxBridgeConcurrency)
 	select {
 	case sem <- struct{}{}:
@@ -59,6 +62,9 @@ func (b *bridges) call(r *run, method string, args []any) (result any, err error
 		return nil, ctx.Err()
 	}
 	defer func() { <-sem }()
+	if err := ctx.Err(); err != nil {
+		return nil, err // stopped while it waited, as a slot came free
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			b.cfg.Logger.Error("bridge callback panicked", "method", method, "panic", fmt.Sprint(p))

@@ -243,7 +243,10 @@ func (d *direct) execute(ctx context.Context, code string, interactive bool) (*C
 			return ce, why
 		}
 		if why != nil { // the interrupt is why, whatever came of it
-			return ce, fmt.Errorf("%w: %w", why, d.fail("execute", err))
+			if failed := d.fail("execute", err); !errors.Is(failed, why) {
+				return ce, fmt.Errorf("%w: %w", why, failed)
+			}
+			return ce, why // Destroy's: "sandbox destroyed", once
 		}
 		return ce, d.fail("execute", err)
 	}
@@ -344,9 +347,14 @@ func (d *direct) Destroy() error {
 	d.closed = true
 	d.mu.Unlock()
 	d.output.Load().abandon(ErrDestroyed)
-	if d.running.Load() != nil {
-		// The code may be in a call in C, which nothing preempts here:
-		// the interpreter is closed when the call returns, not waited for.
+	if r := d.running.Load(); r != nil {
+		// As when a worker is killed: the code's bridge callbacks see
+		// their context cancelled, and no other starts (a batch of 200
+		// llm_query calls went on calling the host's model for as long
+		// as the interpreter took to notice). The code may be in a call
+		// in C, which nothing preempts here: the interpreter is closed
+		// when the call returns, not waited for.
+		r.destroyed()
 		go d.in.Close()
 		return nil
 	}

@@ -170,6 +170,25 @@ func (r *run) stopRunning(why error) bool {
 	return true
 }
 
+// destroyed stops the run of an interpreter that Destroy is ending: its
+// code gets the interrupt, and its bridge callbacks their context
+// cancelled, before Destroy returns; no grace period, since the
+// interpreter (or its worker) is ended anyway.
+func (r *run) destroyed() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ended {
+		return
+	}
+	if r.why == nil {
+		r.why = ErrDestroyed
+		r.interrupt()
+	}
+	if r.cancel != nil {
+		r.cancel()
+	}
+}
+
 // cancelExecution is Cancel for a sandbox whose Execute in progress, if
 // any, is the run r, whose output callbacks run on out: it stops r while
 // its code runs (the callbacks then get GracePeriod to catch up), else

@@ -80,7 +80,9 @@ type Sandbox interface {
 	// it (ErrDestroyed).
 	Restart(ctx context.Context) error
 	// Destroy releases the sandbox. It is idempotent, safe to call at any
-	// time, and ends a running Execute.
+	// time, and ends a running Execute: by the time it returns, the
+	// context of that Execute's bridge callbacks is cancelled, and no
+	// other callback of it starts.
 	Destroy() error
 	// Info says how the sandbox runs.
 	Info() Info

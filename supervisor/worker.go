@@ -1012,6 +1012,9 @@ func (s *workerSandbox) Destroy() error {
 	s.closed = true
 	s.mu.Unlock()
 	s.output.Load().abandon(ErrDestroyed)
+	if r := s.running.Load(); r != nil {
+		r.destroyed() // its callbacks' context is cancelled before Destroy returns
+	}
 	s.kill()
 	return nil
 }

@@ -322,3 +322,54 @@ func TestStatsDuringBridgeCall(t *testing.T) {
 		}
 	})
 }
+
+// TestDestroyStopsCallbacks: Destroy during a batch of llm_query calls
+// cancels the context of the callback in flight before it returns, and
+// no callback starts after it, in both modes (in direct mode the batch
+// went on calling the host, with live contexts, until the interpreter
+// noticed, up to 170 ms later).
+func TestDestroyStopsCallbacks(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		var started, after atomic.Int32
+		var destroyed atomic.Bool
+		inFlight, released := make(chan context.Context, 1), make(chan struct{})
+		sb := newSandbox(t, m, supervisor.Config{
+			MaxBridgeConcurrency: 1,
+			OnLLMQuery: func(ctx context.Context, p string) (string, error) {
+				if destroyed.Load() {
+					after.Add(1)
+				}
+				if started.Add(1) == 3 {
+					inFlight <- ctx
+					<-released // a model call that ignores its context
+				}
+				return "x", nil
+			},
+		}, "")
+		done := make(chan error, 1)
+		go func() {
+			_, err := sb.Execute(context.Background(), "llm_query_batched(['p%d' % i for i in range(200)])")
+			done <- err
+		}()
+		var ctx context.Context
+		select {
+		case ctx = <-inFlight:
+		case err := <-done:
+			t.Fatalf("the batch ended before its third call: %v", err)
+		}
+		if err := sb.Destroy(); err != nil {
+			t.Fatal(err)
+		}
+		destroyed.Store(true)
+		if ctx.Err() == nil {
+			t.Error("the context of the callback in flight was not cancelled when Destroy returned")
+		}
+		close(released)
+		if err := <-done; !errors.Is(err, supervisor.ErrDestroyed) && !errors.Is(err, supervisor.ErrWorkerExited) {
+			t.Fatalf("Execute: %v", err)
+		}
+		if n := after.Load(); n != 0 {
+			t.Errorf("%d callbacks started after Destroy", n)
+		}
+	})
+}
