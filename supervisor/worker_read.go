@@ -406,7 +406,11 @@ func (s *workerSandbox) takeReadingBack(gen uint64) {
 // worker that sends a corrupt frame is killed), once the process has been
 // reaped: the callers then learn how it ended.
 func (s *workerSandbox) readFailed(err error) {
-	if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) {
+	// The output ended, between frames or inside one (a worker killed
+	// while it wrote a large reply: that was taken for a corrupt frame,
+	// ErrProtocol, and the exit status lost): the worker's exit says why.
+	ended := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, os.ErrClosed)
+	if !ended {
 		s.cfg.Logger.Error("corrupt frame from worker; killing it", "err", err)
 		s.markDead(fmt.Errorf("%w: %w: %v", ErrDead, ErrProtocol, err))
 		s.killing.Store(true)

@@ -115,6 +115,21 @@ func TestModeSelection(t *testing.T) {
 			t.Fatalf("err = %v", err)
 		}
 	})
+	// A worker that dies in the middle of a frame died: ErrWorkerExited,
+	// with its exit status, not a corrupt frame (ErrProtocol).
+	t.Run("killed in a frame", func(t *testing.T) {
+		t.Setenv(fakeWorkerEnv, "cut")
+		sb, err := supervisor.New(ctx, supervisor.Config{UseWorker: supervisor.WorkerAlways, WorkerPath: os.Args[0]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sb.Destroy()
+		err = sb.Initialize(ctx, "x")
+		if !errors.Is(err, supervisor.ErrWorkerExited) || !errors.Is(err, supervisor.ErrDead) || errors.Is(err, supervisor.ErrProtocol) ||
+			!strings.Contains(err.Error(), "signal: killed") {
+			t.Fatalf("err = %v", err)
+		}
+	})
 	t.Run("corrupt frames", func(t *testing.T) {
 		t.Setenv(fakeWorkerEnv, "garbage")
 		sb, err := supervisor.New(ctx, supervisor.Config{UseWorker: supervisor.WorkerAlways, WorkerPath: os.Args[0]})
@@ -318,6 +333,16 @@ func fakeWorker(kind string) int {
 		os.Stdout.Write([]byte{0, 0, 0, 5, 0xc1, 0xc1, 0xc1, 0xc1, 0xc1})
 	case "exit0":
 		return 0
+	case "cut":
+		// Killed in the middle of a frame, as a worker killed while it
+		// writes a large reply is: the first request gets half a frame.
+		w.WriteMessage(ipc.KindHello, 0, ipc.Hello{ProtocolVersion: ipc.ProtocolVersion, PythonVersion: "3.14.2", PyodideVersion: "x", PID: os.Getpid()})
+		w.Flush()
+		if _, err := ipc.NewReader(os.Stdin).ReadMessage(); err != nil {
+			return 1
+		}
+		os.Stdout.Write([]byte{0, 0, 0x10, 0, 0xc1, 0xc1})
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	case "liar":
 		// Says in the interrupt page that an Execute's code returned,
 		// and never replies to it.
