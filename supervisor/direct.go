@@ -28,6 +28,7 @@ type direct struct {
 	started time.Time
 	running atomic.Pointer[run]  // the Execute in progress, if any
 	output  atomic.Pointer[pump] // its output callbacks' pump, until they are done
+	cancels cancelCount          // Cancel's calls, for a value's conversion
 
 	mu     sync.Mutex
 	dead   error
@@ -88,9 +89,13 @@ func (d *direct) usable() error {
 }
 
 func (d *direct) Initialize(ctx context.Context, value any) error {
+	g := d.cancels.Load()
 	v, err := pythonValue(value)
 	if err != nil {
 		return fmt.Errorf("supervisor: initialize: context: %w", err)
+	}
+	if err := d.cancels.since(g); err != nil {
+		return fmt.Errorf("supervisor: initialize: %w", err)
 	}
 	if err := d.acquire(ctx); err != nil {
 		return err
@@ -105,8 +110,12 @@ func (d *direct) Initialize(ctx context.Context, value any) error {
 }
 
 func (d *direct) SetVariable(ctx context.Context, name string, value any) error {
+	g := d.cancels.Load()
 	v, err := pythonValue(value)
 	if err != nil {
+		return fmt.Errorf("supervisor: set variable %s: %w", name, err)
+	}
+	if err := d.cancels.since(g); err != nil {
 		return fmt.Errorf("supervisor: set variable %s: %w", name, err)
 	}
 	if err := d.acquire(ctx); err != nil {
@@ -335,6 +344,7 @@ func (d *direct) markDead(err error) {
 }
 
 func (d *direct) Cancel() {
+	d.cancels.Add(1)
 	cancelExecution(d.running.Load(), d.output.Load())
 }
 

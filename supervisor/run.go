@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -187,6 +188,25 @@ func (r *run) destroyed() {
 	if r.cancel != nil {
 		r.cancel()
 	}
+}
+
+// cancelCount counts the calls of a sandbox's Cancel. An Initialize or
+// SetVariable looks at it while it converts a value (and, in a worker,
+// stages it), before the run that Cancel reaches exists: it reads the
+// count as it starts, and again once it has its turn (a Cancel while it
+// waited for another call was that call's).
+type cancelCount struct{ atomic.Uint64 }
+
+// errCancelCalled is the cause of a value's conversion or staging that
+// Cancel ended.
+var errCancelCalled = errors.New("Cancel was called")
+
+// since reports, as ErrCanceled, a Cancel since the count was g.
+func (c *cancelCount) since(g uint64) error {
+	if c.Load() != g {
+		return fmt.Errorf("%w: %w", ErrCanceled, errCancelCalled)
+	}
+	return nil
 }
 
 // cancelExecution is Cancel for a sandbox whose Execute in progress, if

@@ -53,9 +53,10 @@ type workerSandbox struct {
 	turn chan struct{}
 	// stageFile carries large values to the worker (see stage), or is nil.
 	stageFile *os.File
-	// stageCancel ends the staging of an Initialize or SetVariable in
-	// progress, for Cancel (the run it cancels starts after the staging).
-	stageCancel atomic.Pointer[context.CancelCauseFunc]
+	// cancels counts the calls of Cancel: an Initialize or SetVariable
+	// looks at it while it converts and stages a value, before the run
+	// Cancel reaches has started (canceledSince).
+	cancels cancelCount
 
 	mu      sync.Mutex
 	reading bool // a caller is reading the frames
@@ -517,9 +518,13 @@ func (s *workerSandbox) Initialize(ctx context.Context, value any) error {
 	if err := ctx.Err(); err != nil { // before converting a large value
 		return fmt.Errorf("%w: %w", ErrCanceled, err)
 	}
+	g := s.cancels.Load()
 	v, err := pythonValue(value)
 	if err != nil {
 		return fmt.Errorf("supervisor: initialize: context: %w", err)
+	}
+	if err := s.cancels.since(g); err != nil {
+		return fmt.Errorf("supervisor: initialize: %w", err)
 	}
 	if err := s.acquire(ctx); err != nil {
 		return err
@@ -545,9 +550,6 @@ const (
 	stageChunk = 1 << 20
 )
 
-// errCancelCalled is the cause of a staging that Cancel ended.
-var errCancelCalled = errors.New("Cancel was called")
-
 // stageWrite is how much of a value is written to the staging file
 // between two looks at the context.
 const stageWrite = 16 << 20
@@ -559,6 +561,15 @@ const stageWrite = 16 << 20
 // ends, or Cancel is called, before a large value has gone, so does the
 // request (ErrCanceled).
 func (s *workerSandbox) stage(ctx context.Context, v any) (wire any, staged string, err error) {
+	// Until a large value has gone, Cancel has no run to reach: the
+	// conversion's steps and the copy look at the count of its calls.
+	g := s.cancels.Load()
+	canceled := func() error {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%w: %w", ErrCanceled, err)
+		}
+		return s.cancels.since(g)
+	}
 	var data string
 	if str, ok := v.(string); ok && len(str) >= stageMin {
 		data, staged = str, ipc.StagedText
@@ -571,21 +582,13 @@ func (s *workerSandbox) stage(ctx context.Context, v any) (wire any, staged stri
 		if err != nil && !errors.Is(err, ipc.ErrFrameTooLarge) {
 			return nil, "", err
 		}
+		if err := canceled(); err != nil {
+			return nil, "", err
+		}
 		if b, err = ipc.EncodeStagedValue(wire); err != nil {
 			return nil, "", err
 		}
 		data, staged, wire = string(b), ipc.StagedValue, nil
-	}
-	// A large value only: Cancel has no run to reach until it has gone.
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	s.stageCancel.Store(&cancel)
-	defer s.stageCancel.Store(nil)
-	canceled := func() error {
-		if ctx.Err() != nil {
-			return fmt.Errorf("%w: %w", ErrCanceled, context.Cause(ctx))
-		}
-		return nil
 	}
 	if err := canceled(); err != nil {
 		return nil, "", err
@@ -677,8 +680,12 @@ func (s *workerSandbox) SetVariable(ctx context.Context, name string, value any)
 	if err := ctx.Err(); err != nil { // before converting a large value
 		return fmt.Errorf("%w: %w", ErrCanceled, err)
 	}
+	g := s.cancels.Load()
 	v, err := pythonValue(value)
 	if err != nil {
+		return fmt.Errorf("supervisor: set variable %s: %w", name, err)
+	}
+	if err := s.cancels.since(g); err != nil {
 		return fmt.Errorf("supervisor: set variable %s: %w", name, err)
 	}
 	if err := s.acquire(ctx); err != nil {
@@ -997,9 +1004,7 @@ func (s *workerSandbox) Stats(ctx context.Context) (Stats, error) {
 }
 
 func (s *workerSandbox) Cancel() {
-	if c := s.stageCancel.Load(); c != nil {
-		(*c)(errCancelCalled)
-	}
+	s.cancels.Add(1)
 	cancelExecution(s.running.Load(), s.output.Load())
 }
 

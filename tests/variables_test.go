@@ -384,3 +384,41 @@ func TestLargeValueCanceled(t *testing.T) {
 		}
 	}
 }
+
+// cancelOnMarshal is a value whose conversion calls Cancel: a Cancel that
+// comes while a large value is converted, before anything of it has gone.
+type cancelOnMarshal struct{ sb supervisor.Sandbox }
+
+func (c cancelOnMarshal) MarshalJSON() ([]byte, error) {
+	c.sb.Cancel()
+	return []byte(`"x"`), nil
+}
+
+// TestValueCanceledWhileConverted: Cancel while SetVariable or Initialize
+// converts its value (2,000,000 maps took seconds) ends the call with
+// ErrCanceled, and nothing is set, in both modes (the Cancel did nothing,
+// and the value was set); a Cancel before the call has no effect on it.
+func TestValueCanceledWhileConverted(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "before")
+		for name, call := range map[string]func(v any) error{
+			"SetVariable": func(v any) error { return sb.SetVariable(context.Background(), "v", v) },
+			"Initialize":  func(v any) error { return sb.Initialize(context.Background(), v) },
+		} {
+			err := call([]any{1, cancelOnMarshal{sb}, 3})
+			if !errors.Is(err, supervisor.ErrCanceled) || !strings.Contains(err.Error(), "Cancel was called") {
+				t.Errorf("%s: %v, want ErrCanceled", name, err)
+			}
+			if ce := exec(t, sb, "print(context, 'v' in globals())"); ce.Stdout != "before False\n" {
+				t.Fatalf("after %s: %+v", name, ce)
+			}
+		}
+		sb.Cancel()
+		if err := sb.SetVariable(context.Background(), "v", []any{1, 2}); err != nil {
+			t.Fatalf("SetVariable after a Cancel that came before it: %v", err)
+		}
+		if ce := exec(t, sb, "print(v)"); ce.Stdout != "[1, 2]\n" {
+			t.Fatalf("%+v", ce)
+		}
+	})
+}
