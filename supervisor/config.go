@@ -98,7 +98,10 @@ type Config struct {
 	// waits included, and ends it the way Timeout does. Default: none.
 	WallTimeout time.Duration
 	// GracePeriod is how long interrupted code may take to return before it
-	// is killed. Default (zero or negative): DefaultGracePeriod (2 s).
+	// is killed. Code that catches the interrupt and runs on is
+	// interrupted again, 200 ms after the first and then every 100 ms,
+	// within the grace period. Default (zero or negative):
+	// DefaultGracePeriod (2 s).
 	GracePeriod time.Duration
 	// MaxOutputLength caps, in characters, each of the stdout and stderr
 	// an Execute returns. Longer output keeps its first and last

@@ -39,6 +39,7 @@ type run struct {
 	inC         bool        // killed before the code took the interrupt
 	procStopped bool        // killed while its process was stopped
 	expiry      *time.Timer // the grace period, once stopped
+	again       *time.Timer // the next interrupt of the grace period (interruptAgain)
 	// ctx is the context of the bridge callbacks the code makes, made on
 	// the first call; it is cancelled when the execution is stopped or ends.
 	ctx    context.Context
@@ -162,6 +163,9 @@ func (r *run) stopRunning(why error) bool {
 		r.afterReturn = true
 	} else {
 		r.interrupt()
+		if r.grace > reinterruptAfter {
+			r.again = time.AfterFunc(reinterruptAfter, r.interruptAgain)
+		}
 	}
 	r.out.stop(why, r.grace)
 	if r.cancel != nil {
@@ -169,6 +173,34 @@ func (r *run) stopRunning(why error) bool {
 	}
 	r.expiry = time.AfterFunc(r.grace, r.expire)
 	return true
+}
+
+// Code that takes the interrupt and runs on is interrupted again, from
+// reinterruptAfter after the stop, every reinterruptEvery, until the grace
+// period ends. LLM-written code catches KeyboardInterrupt without meaning
+// to: a bare `except:` in a loop swallowed the one interrupt whenever it
+// landed inside the try (a call's start) rather than on the loop's jump
+// back, about half the time, and the sandbox was killed, its state lost.
+// Clean-up that takes longer than reinterruptAfter may be interrupted
+// in turn, as a second Ctrl-C interrupts it.
+const (
+	reinterruptAfter = 200 * time.Millisecond
+	reinterruptEvery = 100 * time.Millisecond
+)
+
+// interruptAgain raises the interrupt again in code that took it and has
+// not returned (not in code still in a call in C, for which it is still
+// pending), and sets the next.
+func (r *run) interruptAgain() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ended || r.killed || r.afterReturn || r.codeReturned() {
+		return
+	}
+	if r.untaken == nil || !r.untaken() {
+		r.interrupt()
+	}
+	r.again = time.AfterFunc(reinterruptEvery, r.interruptAgain)
 }
 
 // destroyed stops the run of an interpreter that Destroy is ending: its
@@ -243,6 +275,9 @@ func (r *run) expire() {
 	}
 	r.killed, r.inC = true, inC
 	r.procStopped = r.frozen != nil && r.frozen()
+	if r.again != nil {
+		r.again.Stop()
+	}
 	r.mu.Unlock()
 	r.kill()
 }
@@ -285,6 +320,9 @@ func (r *run) end() (why error, killed bool) {
 	why, killed = r.why, r.killed
 	if r.expiry != nil {
 		r.expiry.Stop()
+	}
+	if r.again != nil {
+		r.again.Stop()
 	}
 	if r.cancel != nil {
 		r.cancel()

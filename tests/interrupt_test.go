@@ -199,6 +199,29 @@ while True:
 	})
 }
 
+// TestBareExceptLoopSurvivesTheTimeout: a loop whose body swallows every
+// exception (a bare except, as LLM-written code has) takes the time
+// limit's interrupt inside its try about half the time; it is interrupted
+// again during the grace period until one lands outside, and the sandbox
+// lives on with its state (it was killed after the grace period, its
+// state lost, about half the time: five runs in a row survived one time
+// in 32).
+func TestBareExceptLoopSurvivesTheTimeout(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{Timeout: 100 * time.Millisecond, GracePeriod: 5 * time.Second}, "")
+		exec(t, sb, "def process(x):\n    return sum(range(x % 50))")
+		for run := range 5 {
+			_, err := sb.Execute(context.Background(), "i = 0\nwhile True:\n    try:\n        process(i)\n    except:\n        pass\n    i += 1")
+			if !errors.Is(err, supervisor.ErrTimeout) || errors.Is(err, supervisor.ErrDead) {
+				t.Fatalf("run %d: err = %v, want ErrTimeout, the sandbox alive", run, err)
+			}
+			if ce := exec(t, sb, "print(i > 0)"); ce.Stdout != "True\n" {
+				t.Fatalf("run %d: after: %+v", run, ce)
+			}
+		}
+	})
+}
+
 // Code that ignores the interrupt but ends on its own as the grace period
 // runs out, before or after the kill: whatever the moment, an error that
 // says the sandbox is dead matches ErrDead, and one that does not is a
