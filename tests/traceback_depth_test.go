@@ -22,9 +22,7 @@ func TestDeepRecursionTraceback(t *testing.T) {
 		if ce.ErrorType != "ValueError" {
 			t.Fatalf("error %q", ce.Error)
 		}
-		// CPython's text for the same frames, once the cells' lines are known.
-		want := exec(t, sb, "try:\n    g(0)\nexcept ValueError as e:\n"+
-			"    print(''.join(traceback.format_exception(type(e), e, e.__traceback__.tb_next)), end='')").Stdout
+		want := cpythonTraceback(t, sb, "g(0)", "ValueError")
 		const header = "Traceback (most recent call last):\n"
 		if !strings.HasPrefix(want, header) || !strings.Contains(want, "[Previous line repeated 1996 more times]") {
 			t.Fatalf("CPython's own text is not what the test expects:\n%s", want)
@@ -48,9 +46,7 @@ func TestMutualRecursionTraceback(t *testing.T) {
 		if ce.ErrorType != "RecursionError" {
 			t.Fatalf("error %q", ce.Error)
 		}
-		// CPython's text for the frames after <module>.
-		want := exec(t, sb, "try:\n    f(0)\nexcept RecursionError as e:\n"+
-			"    print(''.join(traceback.format_exception(type(e), e, e.__traceback__.tb_next)), end='')").Stdout
+		want := cpythonTraceback(t, sb, "f(0)", "RecursionError")
 		const header = "Traceback (most recent call last):\n"
 		wantFrames := strings.Count(want, "\n  File ")
 		if !strings.HasPrefix(want, header) || wantFrames < 19000 {
@@ -80,4 +76,13 @@ func TestMutualRecursionTraceback(t *testing.T) {
 			t.Fatalf("%d frames shown and %d omitted; CPython has %d", shown, omitted, wantFrames)
 		}
 	})
+}
+
+// cpythonTraceback is the text CPython's traceback module gives the
+// exception of class exc that call raises, for the frames after the
+// cell's <module> (the cells' lines known, as the sandbox knows them).
+func cpythonTraceback(t *testing.T, sb supervisor.Sandbox, call, exc string) string {
+	t.Helper()
+	return exec(t, sb, "import traceback\ntry:\n    "+call+"\nexcept "+exc+" as e:\n"+
+		"    print(''.join(traceback.format_exception(type(e), e, e.__traceback__.tb_next)), end='')").Stdout
 }
