@@ -77,6 +77,16 @@ func TestCLIExecRaisedKeyboardInterrupt(t *testing.T) {
 	})
 }
 
+// TestCLIExecInputHint: input() meets the end of the sandbox's empty
+// standard input, also with data piped into the command; the error is
+// followed by a hint that says how data goes in.
+func TestCLIExecInputHint(t *testing.T) {
+	out, errOut, code := runCLI(t, "some data\n", "exec", "-c", "print(input())")
+	if code != 1 || out != "" || !strings.Contains(errOut, "EOFError: EOF when reading a line\nhint: Python's standard input is empty in the sandbox; pass data in as the context (--context-file FILE, or - for this command's standard input)\n") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
 // TestCLIReplSystemExit checks that sys.exit ends a repl session with the
 // status CPython's prompt exits with, and reads no further input.
 func TestCLIReplSystemExit(t *testing.T) {

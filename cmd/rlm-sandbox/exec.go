@@ -315,6 +315,10 @@ func runBlocks(parent context.Context, ios *iostreams, o *execOptions) error {
 			// CPython exits 130 then, as if interrupted.
 			return exitStatus(exitInterrupted)
 		case ce.Error != "":
+			if ce.ErrorType == "EOFError" && !o.json {
+				// input() or sys.stdin: a pipe into this command does not reach them.
+				fmt.Fprintln(ios.ErrOut, "hint: Python's standard input is empty in the sandbox; pass data in as the context (--context-file FILE, or - for this command's standard input)")
+			}
 			return errPython
 		}
 	}
