@@ -69,8 +69,9 @@
 // initialisers free of side effects, or keep the program out of its
 // workers: with rlm-worker installed (go install
 // github.com/rlm-sandbox/rlm-sandbox/cmd/rlm-worker, or `make build` in
-// the source tree) where step 1 to 4 find it, or Config.NoSelfExec (which
-// the rlm-sandbox command sets: its worker is rlm-worker), or WorkerNever.
+// the source tree) where step 1 to 4 find it, or Config.NoSelfExec, or
+// WorkerNever. (The rlm-sandbox command, whose initialisers have no such
+// side effects, runs itself as its worker when it finds no rlm-worker.)
 //
 // A program that wants to decide where in its start-up the child turns
 // into a worker builds with the tag rlmsandbox_noinithook, which leaves

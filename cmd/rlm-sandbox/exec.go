@@ -50,12 +50,13 @@ SyntaxError, and then none of the code runs.
 Python's stdout and stderr stream to this command's stdout and stderr as
 they are written; an exception prints its traceback to stderr. Python's
 stdin is empty (input() raises EOFError): pipe data in as the context,
-with --context-file -. The code
-may run up to 1 MiB ahead of a slow reader of this command's output;
-past that it waits for the reader, and that wait counts against
---timeout, as the time of a native script blocked on its output would
-(so "exec big.py | less" times out while less is not read). After a
-timeout or Ctrl-C, the output past that 1 MiB is not shown. With --json,
+with --context-file -. The code may run up to 1 MiB ahead of a slow
+reader of this command's output; past that it waits for the reader, and
+that wait counts against --timeout, as the time of a native script
+blocked on its output would (so "exec big.py | less" times out while
+less is not read). After a timeout or Ctrl-C, the output past that 1 MiB
+is not shown, and that 1 MiB only as far as the reader takes it within
+2 s (the grace period interrupted code has). With --json,
 each block prints instead one JSON object (one line) with its stdout,
 stderr, error ("Type: message" or null), error_type, traceback,
 duration_ms, python_duration_ms, bridge_calls, timed_out and truncated.
