@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/rlm-sandbox/rlm-sandbox/runtime"
 	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
@@ -61,14 +62,16 @@ func runPrepare(parent context.Context, ios *iostreams, o *prepareOptions) error
 	}
 
 	p.begin("sandbox: start one and run Python")
-	result, err = trySandbox(ctx, o.indexURL)
+	// The worker's notices (its own compile of Pyodide, without bounds
+	// checks, on a fresh machine) show as the step's detail.
+	result, err = trySandbox(ctx, o.indexURL, newLogger(p, false))
 	p.end(err, result)
 	return orInterrupted(ctx, err)
 }
 
 // trySandbox starts a sandbox the way exec does and runs a line of Python.
-func trySandbox(ctx context.Context, indexURL []string) (string, error) {
-	sb, err := supervisor.New(ctx, supervisor.Config{IndexURL: indexURL})
+func trySandbox(ctx context.Context, indexURL []string, logger *slog.Logger) (string, error) {
+	sb, err := supervisor.New(ctx, supervisor.Config{IndexURL: indexURL, Logger: logger})
 	if err != nil {
 		return "", err
 	}
