@@ -62,9 +62,10 @@ type Config struct {
 	// then downloads, translates and compiles Pyodide, ~10 s). What no
 	// process used in 14 days is removed from it (at most once a day).
 	CacheDir string
-	// MemoryLimit caps the guest's linear memory in bytes. Allocations past
-	// it raise MemoryError in Python. From MinMemoryLimit to
-	// MaxMemoryLimit; New refuses other values (CheckMemoryLimit).
+	// MemoryLimit caps the guest's linear memory in bytes (rounded down to
+	// whole 64 KiB pages). Allocations past it raise MemoryError in
+	// Python. From MinMemoryLimit to MaxMemoryLimit; New refuses other
+	// values (CheckMemoryLimit).
 	// Default: 0, the wasm32 maximum (4 GiB).
 	MemoryLimit uint64
 	// DiskLimit caps the bytes of files the guest may write to its

@@ -151,8 +151,8 @@ type Config struct {
 	// CacheDir holds the compilation and bytecode caches. Default:
 	// runtime.CacheDir().
 	CacheDir string
-	// MemoryLimit caps the interpreter's memory in bytes; allocations past
-	// it raise MemoryError. From runtime.MinMemoryLimit (32 MiB) to
+	// MemoryLimit caps the interpreter's memory in bytes (rounded down to
+	// whole 64 KiB pages); allocations past it raise MemoryError. From runtime.MinMemoryLimit (32 MiB) to
 	// runtime.MaxMemoryLimit (4 GiB): New, NewDirect, Restart and
 	// Pool.Get refuse other values with an error that matches
 	// runtime.ErrMemoryLimit. Default: 0, the wasm32 limit of 4 GiB.

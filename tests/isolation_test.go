@@ -129,6 +129,24 @@ func TestMemoryFilledAndKept(t *testing.T) {
 	})
 }
 
+// TestMemoryLimitBetweenPages: a MemoryLimit that is not a whole number
+// of 64 KiB pages (serve's memory_limit is in bytes: 64000000) counts
+// down to the last whole page, and filling it raises MemoryError (a
+// request past the last page was answered as granted, and the guest
+// wrote past its memory: the worker crashed, direct mode trapped).
+func TestMemoryLimitBetweenPages(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{MemoryLimit: 64_000_000}, "")
+		ce := exec(t, sb, "fs = []\nwhile True:\n    fs.append(bytearray(1000))")
+		if ce.ErrorType != "MemoryError" {
+			t.Fatalf("filling memory: %+v", ce)
+		}
+		if ce := exec(t, sb, "del fs\nprint('next')"); ce.Stdout != "next\n" {
+			t.Fatalf("after: %+v", ce)
+		}
+	})
+}
+
 // TestValueOverMemoryLimit checks the error of a value that does not fit
 // under MemoryLimit: it names the request and says what happened, in both
 // modes alike (a worker's used to read "worker: internal: ... could not

@@ -162,7 +162,11 @@ func (h *Host) maxMemory() uint64 {
 	if h.cfg.MaxMemory != 0 && h.cfg.MaxMemory < max {
 		max = h.cfg.MaxMemory
 	}
-	return max
+	// Whole pages: with a ceiling between two, a request past the last
+	// whole page was answered as grown (nothing to grow: "size <= old"),
+	// and the guest wrote past its memory's end (a trap in direct mode,
+	// a crash of the worker).
+	return max / wasmPage * wasmPage
 }
 
 // emscripten_resize_heap(requestedSize) -> bool: grows linear memory the way
