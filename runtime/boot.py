@@ -877,6 +877,26 @@ def _rlm_boot():
     if "threading" in sys.modules:
         sys.modules["threading"]._start_joinable_thread = _thread.start_joinable_thread
 
+    # Emscripten's raise() looks a signal's handler up without checking
+    # the number: os.kill(os.getpid(), 65) called through a slot past the
+    # table of handlers, and the interpreter died ("indirect call type
+    # mismatch"). A number the kernel would refuse is refused here, as it
+    # would: OSError EINVAL.
+    def checked_kill(kill):
+        import errno, operator
+
+        def wrapper(pid, signal, /):
+            if not 0 <= operator.index(signal) < 65:
+                raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
+            return kill(pid, signal)
+
+        wrapper.__name__ = wrapper.__qualname__ = kill.__name__
+        wrapper.__doc__ = kill.__doc__
+        wrapper.__module__ = kill.__module__
+        return wrapper
+
+    os.kill = checked_kill(os.kill)
+
     # breakpoint() does nothing, as with PYTHONBREAKPOINT=0: there is no
     # console for a debugger (pdb would read end of file and exit).
     os.environ["PYTHONBREAKPOINT"] = "0"

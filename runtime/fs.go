@@ -72,9 +72,14 @@ func (in *Interpreter) buildFS(cfg Config) (*vfs.FS, error) {
 		return nil, e
 	}
 	// No new names in /dev: opening /dev/tty1 for writing fails (EROFS)
-	// instead of making a file that nothing reads.
-	if e := fs.SetReadOnly("/dev", true); e != vfs.ESUCCESS {
-		return nil, e
+	// instead of making a file that nothing reads. /lib and its
+	// python3.14 are read-only too, as the README says: renaming /lib
+	// away took the standard library with it (site-packages stays
+	// writable).
+	for _, dir := range []string{"/dev", "/lib", "/lib/python3.14"} {
+		if e := fs.SetReadOnly(dir, true); e != vfs.ESUCCESS {
+			return nil, e
+		}
 	}
 	return fs, nil
 }

@@ -180,6 +180,28 @@ func TestCompilerSyntaxErrorsShowTheirLine(t *testing.T) {
 	})
 }
 
+// TestLayoutStaysPut checks that /lib cannot be renamed or written to
+// (renaming it away took the standard library with it), site-packages
+// can; and that os.kill with a signal number the kernel refuses raises
+// OSError (the number 65 killed the interpreter: Emscripten's raise()
+// called through a slot past its table of handlers).
+func TestLayoutStaysPut(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "")
+		ce := exec(t, sb, "import os\n"+
+			"for f in (lambda: os.rename('/lib', '/tmp/lib'), lambda: os.rename('/lib/python3.14', '/tmp/p'), lambda: open('/lib/x.py', 'w')):\n"+
+			"    try:\n        f()\n        print('allowed')\n    except OSError as e:\n        print(e.strerror)\n"+
+			"open('/lib/python3.14/site-packages/mine.py', 'w').write('X = 1\\n')\n"+
+			"import mine, csv\nprint(mine.X, csv.__name__)\n"+
+			"for sig in (65, -1, 1000):\n"+
+			"    try:\n        os.kill(os.getpid(), sig)\n    except OSError as e:\n        print(sig, e.strerror)")
+		want := "Read-only file system\nRead-only file system\nRead-only file system\n1 csv\n65 Invalid argument\n-1 Invalid argument\n1000 Invalid argument\n"
+		if ce.Error != "" || ce.Stdout != want {
+			t.Fatalf("stdout %q (want %q), error %q", ce.Stdout, want, ce.Error)
+		}
+	})
+}
+
 // TestDevices checks /dev as Emscripten lays it out: /dev/stdout and
 // /dev/stderr reach the execution's output (writing to them made files
 // there, and the output was lost), /dev/tty is the output too, /dev/stdin
