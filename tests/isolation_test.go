@@ -147,6 +147,26 @@ func TestMemoryLimitBetweenPages(t *testing.T) {
 	})
 }
 
+// TestSocketBuffersBounded: what pipes and loopback sockets hold is the
+// host's memory, outside MemoryLimit: connections queued on a listener,
+// 1 MiB each, took 2 GB of the host's for 2,000. Together they hold at
+// most 64 MiB; past it a send finds no room (BlockingIOError), and
+// closing the listener gives it back.
+func TestSocketBuffersBounded(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "")
+		code := "import socket\nsrv = socket.socket()\nsrv.bind(('127.0.0.1', 0))\nsrv.listen(1)\n" +
+			"sent = 0\ntry:\n    for i in range(200):\n        c = socket.socket()\n        c.connect(srv.getsockname())\n" +
+			"        sent += c.send(b'x' * (1 << 20))\n        c.close()\nexcept BlockingIOError:\n    pass\n" +
+			"srv.close()\nprint(sent >> 20)"
+		for round := range 2 {
+			if ce := exec(t, sb, code); ce.Error != "" || ce.Stdout != "64\n" {
+				t.Fatalf("round %d: %+v", round, ce)
+			}
+		}
+	})
+}
+
 // TestValueOverMemoryLimit checks the error of a value that does not fit
 // under MemoryLimit: it names the request and says what happened, in both
 // modes alike (a worker's used to read "worker: internal: ... could not

@@ -334,7 +334,7 @@ func (h *Host) pipe(_ context.Context, mod api.Module, stack []uint64) {
 		stack[0] = neg(EFAULT)
 		return
 	}
-	r, w := newPipe()
+	r, w := newPipe(&h.net.bufs)
 	rfd, errno := h.fds.alloc(&description{s: r, path: "pipe:", flags: vfs.O_RDONLY}, 0, false)
 	if errno != ESUCCESS {
 		stack[0] = neg(errno)

@@ -9,9 +9,29 @@ type buffer struct {
 	data        []byte
 	readClosed  bool
 	writeClosed bool
+	pool        *bufferPool // the bytes all of a guest's buffers hold
 }
 
 const bufferCap = 1 << 20
+
+// bufferPool bounds the bytes a guest's pipes and loopback sockets hold
+// together, host memory outside MemoryLimit: each buffer holds at most
+// bufferCap, but 2,000 connections queued on a listener, 1 MiB each,
+// held 2 GB of the host's (the process calling a direct-mode sandbox,
+// or the worker). Past the pool's limit a write finds no room (EAGAIN),
+// as past a buffer's own cap.
+type bufferPool struct{ used int }
+
+const bufferPoolLimit = 64 << 20
+
+func (pool *bufferPool) newBuffer() *buffer { return &buffer{pool: pool} }
+
+// closeRead says nothing will read b again: what it holds is dropped.
+func (b *buffer) closeRead() {
+	b.readClosed = true
+	b.pool.used -= len(b.data)
+	b.data = nil
+}
 
 func (b *buffer) read(p []byte) (int, vfs.Errno) {
 	if len(b.data) == 0 {
@@ -22,6 +42,7 @@ func (b *buffer) read(p []byte) (int, vfs.Errno) {
 	}
 	n := copy(p, b.data)
 	b.data = b.data[n:]
+	b.pool.used -= n
 	if len(b.data) == 0 {
 		b.data = nil
 	}
@@ -32,7 +53,7 @@ func (b *buffer) write(p []byte) (int, vfs.Errno) {
 	if b.readClosed {
 		return 0, EPIPE
 	}
-	room := bufferCap - len(b.data)
+	room := min(bufferCap-len(b.data), bufferPoolLimit-b.pool.used)
 	if room <= 0 {
 		return 0, EAGAIN
 	}
@@ -40,6 +61,7 @@ func (b *buffer) write(p []byte) (int, vfs.Errno) {
 		p = p[:room]
 	}
 	b.data = append(b.data, p...)
+	b.pool.used += len(p)
 	return len(p), ESUCCESS
 }
 
@@ -48,8 +70,8 @@ type pipeEnd struct {
 	write bool
 }
 
-func newPipe() (r, w *pipeEnd) {
-	b := &buffer{}
+func newPipe(pool *bufferPool) (r, w *pipeEnd) {
+	b := pool.newBuffer()
 	return &pipeEnd{b: b}, &pipeEnd{b: b, write: true}
 }
 
@@ -78,7 +100,7 @@ func (p *pipeEnd) Close() vfs.Errno {
 	if p.write {
 		p.b.writeClosed = true
 	} else {
-		p.b.readClosed = true
+		p.b.closeRead()
 	}
 	return ESUCCESS
 }

@@ -62,7 +62,12 @@ func (a sockAddr) key() sockAddr {
 type network struct {
 	listeners map[sockAddr]*socket
 	nextPort  uint16
+	bufs      bufferPool // the sockets' and the pipes'
 }
+
+// maxQueued bounds the connections waiting on a listener to be accepted
+// (Linux's default somaxconn): past it, connect is refused.
+const maxQueued = 4096
 
 func newNetwork() *network { return &network{listeners: map[sockAddr]*socket{}, nextPort: 40000} }
 
@@ -105,7 +110,7 @@ func (s *socket) Close() vfs.Errno {
 		delete(s.net.listeners, s.local.key())
 	}
 	if s.in != nil {
-		s.in.readClosed = true
+		s.in.closeRead()
 	}
 	if s.out != nil {
 		s.out.writeClosed = true
@@ -314,7 +319,7 @@ func (h *Host) connect(_ context.Context, mod api.Module, stack []uint64) {
 		return
 	}
 	l := h.net.listeners[a.key()]
-	if l == nil || s.typ != sockStream {
+	if l == nil || s.typ != sockStream || len(l.queue) >= maxQueued {
 		stack[0] = neg(ECONNREFUSED)
 		return
 	}
@@ -324,7 +329,7 @@ func (h *Host) connect(_ context.Context, mod api.Module, stack []uint64) {
 		s.local, s.bound = s.local.key(), true
 	}
 	srv := &socket{net: h.net, family: l.family, typ: sockStream, local: l.local, peer: s.local, bound: true}
-	c2s, s2c := &buffer{}, &buffer{}
+	c2s, s2c := h.net.bufs.newBuffer(), h.net.bufs.newBuffer()
 	s.out, s.in, s.peer = c2s, s2c, l.local
 	srv.in, srv.out = c2s, s2c
 	l.queue = append(l.queue, srv)
@@ -532,7 +537,7 @@ func (h *Host) tryShutdown(_ context.Context, mod api.Module, stack []uint64) {
 	}
 	how := i32(stack[1])
 	if (how == 0 || how == 2) && s.in != nil {
-		s.in.readClosed = true
+		s.in.closeRead()
 	}
 	if (how == 1 || how == 2) && s.out != nil {
 		s.out.writeClosed = true
