@@ -8,6 +8,7 @@ import (
 	goruntime "runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/pymarshal"
@@ -44,6 +45,7 @@ type bridgeDevice struct {
 	fn     BridgeFunc
 	inline bool // Config.BridgeInline
 	batch  BatchBridgeFunc
+	conc   int // Config.BridgeConcurrency
 	req    []byte
 	max    int // the most a request may hold (deviceLimit)
 	unread     // the reply
@@ -146,12 +148,28 @@ func (d *bridgeDevice) serve(body []byte) []byte {
 		}
 		return d.reply(values, errs)
 	}
+	// At most conc goroutines, each taking the next call until none is
+	// left or the execution is interrupted (ctx).
+	runners := len(calls)
+	if d.conc > 0 && d.conc < runners {
+		runners = d.conc
+	}
+	for i := range errs {
+		errs[i] = errNotCalled // until its call is made
+	}
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	wg.Add(len(calls))
-	for i := range calls {
+	wg.Add(runners)
+	for range runners {
 		go func() {
 			defer wg.Done()
-			values[i], errs[i] = d.fn(ctx, method, args(i))
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= len(calls) {
+					return
+				}
+				values[i], errs[i] = d.fn(ctx, method, args(i))
+			}
 		}()
 	}
 	if !in.waitBridge(wg.Wait) || in.interrupted() {
@@ -185,6 +203,10 @@ func (d *bridgeDevice) reply(values []any, errs []error) []byte {
 }
 
 func fail(msg string) pymarshal.Tuple { return pymarshal.Tuple{int64(1), msg} }
+
+// errNotCalled answers a call of a batch that the host did not make: the
+// execution was interrupted first.
+var errNotCalled = errors.New("not called: the execution was interrupted")
 
 func noBridge(method string) string {
 	return fmt.Sprintf("%s: the host answers no bridge calls", method)

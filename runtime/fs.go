@@ -64,7 +64,7 @@ func (in *Interpreter) buildFS(cfg Config) (*vfs.FS, error) {
 	if e := fs.AddDevice("/dev/rlm", in.channel, 0o600); e != vfs.ESUCCESS {
 		return nil, e
 	}
-	bridge := &bridgeDevice{in: in, fn: cfg.Bridge, inline: cfg.BridgeInline, batch: cfg.BridgeBatch, max: limit}
+	bridge := &bridgeDevice{in: in, fn: cfg.Bridge, inline: cfg.BridgeInline, batch: cfg.BridgeBatch, conc: cfg.BridgeConcurrency, max: limit}
 	if e := fs.AddDevice("/dev/rlm-bridge", bridge, 0o600); e != vfs.ESUCCESS {
 		return nil, e
 	}

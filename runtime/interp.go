@@ -112,6 +112,12 @@ type Config struct {
 	// call from goroutines of their own. It must still have them answered
 	// concurrently, and return when the execution is interrupted.
 	BridgeBatch BatchBridgeFunc
+	// BridgeConcurrency, when positive, is how many of a batch's calls
+	// (without BridgeBatch) Bridge is called for at once, each from a
+	// goroutine of its own; the others wait their turn without one. 0: all
+	// of them at once, a goroutine each (a batch of a million prompts
+	// made a million goroutines, 5 GB).
+	BridgeConcurrency int
 }
 
 // Interpreter is one CPython interpreter with its own memory, file system

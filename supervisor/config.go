@@ -227,7 +227,9 @@ type Config struct {
 	// value last passed to Initialize (the very value, not a copy).
 	OnRLMQuery func(ctx context.Context, task string, context any) (string, error)
 	// MaxBridgeConcurrency bounds how many host callbacks of one execution
-	// run at once (the batched bridges run several). Callbacks that ignore
+	// run at once (the batched bridges run several); the other calls of a
+	// batch wait their turn in a queue, at a few bytes each (a batch of a
+	// million prompts costs no million goroutines). Callbacks that ignore
 	// their ctx and run on after their execution ended no longer count
 	// against the next execution's. Default: DefaultMaxBridgeConcurrency (8).
 	MaxBridgeConcurrency int

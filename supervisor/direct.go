@@ -43,6 +43,7 @@ func newDirect(ctx context.Context, cfg Config, reason string) (*direct, error) 
 	rc.Bridge = func(_ context.Context, method string, args []any) (any, error) {
 		return d.bridges.call(d.running.Load(), method, args)
 	}
+	rc.BridgeConcurrency = cfg.MaxBridgeConcurrency
 	in, err := runtime.New(ctx, rc)
 	if err != nil {
 		return nil, fmt.Errorf("supervisor: start interpreter: %w", err)

@@ -286,7 +286,7 @@ func startWorker(ctx context.Context, cfg Config, wc workerCommand, ns bool, ref
 		oomKills: oomKills,
 		oomBase:  oomBase,
 	}
-	s.answerers = newAnswerers(s.exited)
+	s.answerers = newAnswerers(s.exited, s.cfg.MaxBridgeConcurrency)
 	log := cfg.Logger.With("worker_pid", cmd.Process.Pid)
 	go func() {
 		s.pumpLogs(stderr) // until the process is gone or closed its stderr

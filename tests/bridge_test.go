@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -370,6 +371,54 @@ func TestDestroyStopsCallbacks(t *testing.T) {
 		}
 		if n := after.Load(); n != 0 {
 			t.Errorf("%d callbacks started after Destroy", n)
+		}
+	})
+}
+
+// TestBatchGoroutinesBounded: a batch of 20,000 prompts whose callbacks
+// take their time has MaxBridgeConcurrency of them running and the rest
+// waiting without a goroutine each, in both modes (a goroutine per call,
+// 5 KB of the host's memory each, made a batch of a million take 5 GB);
+// every call is still answered, in order.
+func TestBatchGoroutinesBounded(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		const n = 20_000
+		var running, most atomic.Int32
+		release := make(chan struct{})
+		sb := newSandbox(t, m, supervisor.Config{
+			MaxBridgeConcurrency: 4,
+			OnLLMQuery: func(ctx context.Context, p string) (string, error) {
+				if r := running.Add(1); r > most.Load() {
+					most.Store(r)
+				}
+				defer running.Add(-1)
+				<-release
+				return strings.ToUpper(p), nil
+			},
+		}, "")
+		base := goruntime.NumGoroutine()
+		done := make(chan *supervisor.CodeExecution, 1)
+		go func() {
+			ce, err := sb.Execute(context.Background(), fmt.Sprintf(
+				"r = llm_query_batched(['p%%d' %% i for i in range(%d)])\nprint(len(r), r[0], r[-1], all(a == 'P%%d' %% i for i, a in enumerate(r)))", n))
+			if err != nil {
+				t.Error(err)
+			}
+			done <- ce
+		}()
+		// The calls arrive within milliseconds; a goroutine each showed at once.
+		peak := 0
+		for range 200 {
+			peak = max(peak, goruntime.NumGoroutine()-base)
+			time.Sleep(5 * time.Millisecond)
+		}
+		close(release)
+		ce := <-done
+		if want := fmt.Sprintf("%d P0 P%d True\n", n, n-1); ce == nil || ce.Stdout != want {
+			t.Fatalf("execution %+v, want stdout %q", ce, want)
+		}
+		if peak > 200 || most.Load() > 4 {
+			t.Fatalf("%d goroutines more while the batch waited, %d callbacks at once", peak, most.Load())
 		}
 	})
 }
