@@ -308,6 +308,10 @@ func (in *Interpreter) requestLocked(ctx context.Context, req, raw []byte, out O
 	return in.serveLocked(ctx, out, in.bootstrapRun(req, raw))
 }
 
+// lostChannel is the error of a request whose code closed, or replaced,
+// the descriptors of the bootstrap's channels to the host.
+const lostChannel = "the code closed or replaced the descriptors of the sandbox's own channels to the host (3 to 5): the result of this code is lost (they are open again for the next)"
+
 // okReply is the reply of an execution that raised nothing.
 var okReply = []any{int64(0)}
 
@@ -331,6 +335,7 @@ func (in *Interpreter) serveLocked(ctx context.Context, out Output, run func() (
 	ok, err := run()
 	in.clock.end()
 	in.host.RestoreStdio()
+	lost := in.host.RestoreKept()
 	in.endBridgeCtx()
 	in.reqCtx = nil
 	in.channel.clear()
@@ -353,6 +358,12 @@ func (in *Interpreter) serveLocked(ctx context.Context, out Output, run func() (
 		// around the user's code, and PyRun_SimpleString printed it.
 		if interrupted {
 			return nil, fmt.Errorf("%w: %w", ErrInterrupted, context.Cause(ctx))
+		}
+		if lost {
+			// Or the code closed the bootstrap's channel, and the reply
+			// went nowhere: the cell's error says so (it read as an
+			// interrupt). The descriptors are back for the next request.
+			return []any{int64(1), "OSError", lostChannel, "OSError: " + lostChannel + "\n"}, nil
 		}
 		return nil, ErrInterrupted
 	}

@@ -341,6 +341,10 @@ func startInterpreter(ctx context.Context, eng *engine, cfg Config, stdlib []byt
 		in.Close()
 		return nil, err
 	}
+	if !in.host.Keep("/dev/rlm", "/dev/rlm-bridge", "/dev/rlm-llm") {
+		in.Close()
+		return nil, errors.New("runtime: the bootstrap did not open its channels to the host")
+	}
 	in.findErrno(ctx)
 	return in, nil
 }

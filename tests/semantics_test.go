@@ -202,6 +202,29 @@ func TestLayoutStaysPut(t *testing.T) {
 	})
 }
 
+// TestChannelDescriptorsClosed: code that closes or replaces the
+// bootstrap's descriptors (3 to 5, its channels to the host) loses that
+// cell's result, which says so, and the next cells work (every later
+// error read as an interrupt, and the sandbox was not marked dead).
+func TestChannelDescriptorsClosed(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "")
+		exec(t, sb, "import os\nos.closerange(3, 6)")
+		if ce := exec(t, sb, "1/0"); ce.ErrorType != "ZeroDivisionError" {
+			t.Fatalf("after closerange: %+v", ce)
+		}
+		for _, code := range []string{"os.close(3)\n1/0", "os.dup2(2, 3)\n1/0", "os.closerange(3, 6)\nllm_query('x')"} {
+			ce := exec(t, sb, code)
+			if ce.ErrorType != "OSError" || !strings.Contains(ce.Error, "channels to the host") {
+				t.Fatalf("%q: %+v", code, ce)
+			}
+			if ce := exec(t, sb, "print(6 * 7)"); ce.Stdout != "42\n" || ce.Error != "" {
+				t.Fatalf("after %q: %+v", code, ce)
+			}
+		}
+	})
+}
+
 // TestDevices checks /dev as Emscripten lays it out: /dev/stdout and
 // /dev/stderr reach the execution's output (writing to them made files
 // there, and the output was lost), /dev/tty is the output too, /dev/stdin

@@ -219,6 +219,58 @@ func (h *Host) installStdio() error {
 	return nil
 }
 
+// Keep records the descriptors open on the files at paths (the
+// bootstrap's channels to the host), for RestoreKept. It reports false
+// when one of the paths has none.
+func (h *Host) Keep(paths ...string) bool {
+	h.kept = h.kept[:0]
+	for _, p := range paths {
+		found := false
+		for fd, e := range h.fds.fds {
+			if e != nil && e.d.path == p {
+				h.kept = append(h.kept, keptFD{int32(fd), e.d, p, e.d.flags})
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// keptFD is a descriptor Keep recorded: its description, and how to open
+// another if code closed that one (its last reference gone, it is closed).
+type keptFD struct {
+	fd    int32
+	d     *description
+	path  string
+	flags int
+}
+
+// RestoreKept puts back the descriptors Keep recorded that code closed
+// (os.closerange(3, 100)) or made refer to something else (os.dup2), and
+// reports whether it had to: the bootstrap's channels to the host, without
+// which its replies went nowhere and every error read as an interrupt.
+func (h *Host) RestoreKept() (restored bool) {
+	for i, k := range h.kept {
+		if e, ok := h.fds.get(k.fd); ok && e.d == k.d {
+			continue
+		}
+		f, errno := h.fs.Open(k.path, k.flags, 0)
+		if errno != ESUCCESS {
+			continue // a device of the host's: not while it lives
+		}
+		d := &description{s: f, path: k.path, flags: k.flags}
+		if h.fds.place(d, k.fd, false) == ESUCCESS {
+			h.kept[i].d = d
+		}
+		restored = true
+	}
+	return restored
+}
+
 // RestoreStdio opens again the standard descriptors (0-2) that code closed
 // (os.close(1), a `with open(1, "w")`), as the host's: a request's output
 // reaches the host whatever the requests before it did. One that code

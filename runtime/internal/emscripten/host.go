@@ -51,6 +51,7 @@ type Host struct {
 	cfg   Config
 	fs    *vfs.FS
 	fds   *fdTable
+	kept  []keptFD // Keep's descriptors
 	cwd   string
 	umask uint32
 	start time.Time
