@@ -680,6 +680,11 @@ def _rlm_boot():
             r = touch()
         elif op == "untouch":
             r = untouch()
+        elif op == "forget":
+            for name in req[1:]:
+                sources.pop(name, None)
+                linecache.cache.pop(name, None)
+            r = (0,)
         elif op == "fast":
             r = fast
         elif op == "rearm":

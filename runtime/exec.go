@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -115,6 +116,7 @@ func (in *Interpreter) exec(ctx context.Context, code string, interactive bool, 
 		return nil, err
 	}
 	in.execs.Add(1)
+	in.retain(ctx, name, len(code))
 	t, ok := reply.([]any)
 	if !ok || len(t) == 0 {
 		return nil, fmt.Errorf("runtime: malformed reply %v", reply)
@@ -306,6 +308,45 @@ func (in *Interpreter) serve(ctx context.Context, out Output, calls *int, run fu
 
 func (in *Interpreter) requestLocked(ctx context.Context, req, raw []byte, out Output) (any, error) {
 	return in.serveLocked(ctx, out, in.bootstrapRun(req, raw))
+}
+
+// The bootstrap keeps each cell's source, for tracebacks, linecache and
+// inspect (functions defined in a cell show their lines), and the lines
+// of a cell a traceback went through once more, in linecache: forever,
+// they were (a cell with a 1 MiB literal pinned 1 MiB, 2 if it raised,
+// whatever the code deleted). Past keptSourceBytes of sources, the oldest
+// cells' are let go of, the latest never: a traceback through a function
+// of such a cell shows its file and line number without the line.
+const keptSourceBytes = 16 << 20
+
+type keptSources struct {
+	mu    sync.Mutex
+	names []string
+	sizes []int
+	total int
+}
+
+// retain records that the bootstrap keeps the source of the cell name,
+// size bytes long, and has it forget the oldest past keptSourceBytes.
+func (in *Interpreter) retain(ctx context.Context, name string, size int) {
+	k := &in.kept
+	k.mu.Lock()
+	k.names, k.sizes = append(k.names, name), append(k.sizes, size)
+	k.total += size
+	var forget []any
+	for k.total > keptSourceBytes && len(k.names) > 1 {
+		forget = append(forget, k.names[0])
+		k.total -= k.sizes[0]
+		k.names, k.sizes = k.names[1:], k.sizes[1:]
+	}
+	k.mu.Unlock()
+	if forget == nil {
+		return
+	}
+	req, err := pymarshal.Encode(append(pymarshal.Tuple{"forget"}, forget...))
+	if err == nil {
+		_, _ = in.request(ctx, req, Output{}) // a failure keeps them: no worse than before
+	}
 }
 
 // lostChannel is the error of a request whose code closed, or replaced,

@@ -138,6 +138,8 @@ type Interpreter struct {
 	fastObj fastObjects
 	fast    *fastState
 	cells   atomic.Int64 // the cells run so far (they are named after it)
+	// kept are the cells whose sources the bootstrap keeps (see retain).
+	kept keptSources
 	// keepDictOrder: Config.KeepDictOrder.
 	keepDictOrder bool
 	// strLayout: 0 unchecked, 1 the str layout is as text.go expects, -1 not.

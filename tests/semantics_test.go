@@ -225,6 +225,42 @@ func TestChannelDescriptorsClosed(t *testing.T) {
 	})
 }
 
+// TestCellSourcesBounded: the sources the sandbox keeps for tracebacks
+// are let go of, oldest first, past 16 MiB (each cell's was kept for
+// good: forty cells with a 2 MiB literal grew the memory by 80 MiB,
+// whatever the code deleted); a recent cell's lines are still shown.
+func TestCellSourcesBounded(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "")
+		exec(t, sb, "def old():\n    raise ValueError('old')")
+		big := "s = '" + strings.Repeat("x", 2<<20) + "'\ndel s"
+		exec(t, sb, big)
+		before, err := sb.Stats(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 40 {
+			exec(t, sb, big)
+		}
+		after, err := sb.Stats(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if grown := int64(after.LinearMemoryBytes) - int64(before.LinearMemoryBytes); grown > 40<<20 {
+			t.Fatalf("40 cells of 2 MiB grew the memory by %d MiB", grown>>20)
+		}
+		exec(t, sb, "def recent():\n    raise ValueError('recent')")
+		ce := exec(t, sb, "recent()")
+		if !strings.Contains(ce.Traceback, "in recent\n    raise ValueError('recent')") {
+			t.Fatalf("a recent cell's lines are gone: %q", ce.Traceback)
+		}
+		ce = exec(t, sb, "old()")
+		if !strings.Contains(ce.Traceback, ", line 2, in old\n") || strings.Contains(ce.Traceback, "raise ValueError('old')") {
+			t.Fatalf("the oldest cell's source is still kept: %q", ce.Traceback)
+		}
+	})
+}
+
 // TestDevices checks /dev as Emscripten lays it out: /dev/stdout and
 // /dev/stderr reach the execution's output (writing to them made files
 // there, and the output was lost), /dev/tty is the output too, /dev/stdin
