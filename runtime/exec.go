@@ -112,11 +112,13 @@ func (in *Interpreter) exec(ctx context.Context, code string, interactive bool, 
 		reply, err = in.requestRaw(ctx, req, nil, out, &calls)
 	}
 	d := time.Since(start)
+	if in.deadErr == nil && !in.closed.Load() {
+		in.retain(name, len(code)) // whatever came of it, the source is kept
+	}
 	if err != nil {
 		return nil, err
 	}
 	in.execs.Add(1)
-	in.retain(ctx, name, len(code))
 	t, ok := reply.([]any)
 	if !ok || len(t) == 0 {
 		return nil, fmt.Errorf("runtime: malformed reply %v", reply)
@@ -328,7 +330,7 @@ type keptSources struct {
 
 // retain records that the bootstrap keeps the source of the cell name,
 // size bytes long, and has it forget the oldest past keptSourceBytes.
-func (in *Interpreter) retain(ctx context.Context, name string, size int) {
+func (in *Interpreter) retain(name string, size int) {
 	k := &in.kept
 	k.mu.Lock()
 	k.names, k.sizes = append(k.names, name), append(k.sizes, size)
@@ -345,7 +347,10 @@ func (in *Interpreter) retain(ctx context.Context, name string, size int) {
 	}
 	req, err := pymarshal.Encode(append(pymarshal.Tuple{"forget"}, forget...))
 	if err == nil {
-		_, _ = in.request(ctx, req, Output{}) // a failure keeps them: no worse than before
+		// Not under the caller's ctx, which a time limit may have ended:
+		// the names are no longer counted (a failure keeps the sources, no
+		// worse than before).
+		_, _ = in.request(context.Background(), req, Output{})
 	}
 }
 
