@@ -111,40 +111,31 @@ func TestMemoryLimit(t *testing.T) {
 // that the next cells can still run to let go of it (every later cell,
 // del included, failed with MemoryError, and the first reported as
 // KeyboardInterrupt); twice, since the reserve that allows it is taken
-// again once memory is free.
+// again once memory is free. Also with a limit that is not a whole number
+// of 64 KiB pages (serve's memory_limit is in bytes): it counts down to
+// the last whole page (a request past it was answered as granted, and the
+// guest wrote past its memory: the worker crashed, direct mode trapped).
 func TestMemoryFilledAndKept(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
-		sb := newSandbox(t, m, supervisor.Config{MemoryLimit: 64 << 20}, "")
-		for round := range 2 {
-			ce := exec(t, sb, "fs = []\nwhile True:\n    fs.append(bytearray(1000))")
-			if ce.ErrorType != "MemoryError" {
-				t.Fatalf("round %d: filling memory: %+v", round, ce)
-			}
-			for _, c := range []struct{ code, out string }{{"print('next')", "next\n"}, {"del fs", ""}, {"print(len(bytearray(10 << 20)))", "10485760\n"}} {
-				if ce := exec(t, sb, c.code); ce.Error != "" || ce.Stdout != c.out {
-					t.Fatalf("round %d: %q: %+v", round, c.code, ce)
-				}
-			}
+		for _, limit := range []uint64{64 << 20, 64_000_000} {
+			memoryFilledAndKept(t, newSandbox(t, m, supervisor.Config{MemoryLimit: limit}, ""))
 		}
 	})
 }
 
-// TestMemoryLimitBetweenPages: a MemoryLimit that is not a whole number
-// of 64 KiB pages (serve's memory_limit is in bytes: 64000000) counts
-// down to the last whole page, and filling it raises MemoryError (a
-// request past the last page was answered as granted, and the guest
-// wrote past its memory: the worker crashed, direct mode trapped).
-func TestMemoryLimitBetweenPages(t *testing.T) {
-	forEachMode(t, func(t *testing.T, m mode) {
-		sb := newSandbox(t, m, supervisor.Config{MemoryLimit: 64_000_000}, "")
+func memoryFilledAndKept(t *testing.T, sb supervisor.Sandbox) {
+	t.Helper()
+	for round := range 2 {
 		ce := exec(t, sb, "fs = []\nwhile True:\n    fs.append(bytearray(1000))")
 		if ce.ErrorType != "MemoryError" {
-			t.Fatalf("filling memory: %+v", ce)
+			t.Fatalf("round %d: filling memory: %+v", round, ce)
 		}
-		if ce := exec(t, sb, "del fs\nprint('next')"); ce.Stdout != "next\n" {
-			t.Fatalf("after: %+v", ce)
+		for _, c := range []struct{ code, out string }{{"print('next')", "next\n"}, {"del fs", ""}, {"print(len(bytearray(10 << 20)))", "10485760\n"}} {
+			if ce := exec(t, sb, c.code); ce.Error != "" || ce.Stdout != c.out {
+				t.Fatalf("round %d: %q: %+v", round, c.code, ce)
+			}
 		}
-	})
+	}
 }
 
 // TestSocketBuffersBounded: what pipes and loopback sockets hold is the
