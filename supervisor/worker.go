@@ -863,10 +863,14 @@ func (s *workerSandbox) execute(ctx context.Context, code string, interactive bo
 	}
 	if !got {
 		ce, _ := s.execution(ctx, code, streams, r, nil)
-		if why != nil {
-			return ce, fmt.Errorf("%w: %w", why, s.deadErr())
+		switch dead := s.deadErr(); {
+		case why == nil || errors.Is(dead, why): // Destroy's: "sandbox destroyed", once
+			return ce, dead
+		case dead == nil:
+			return ce, why
+		default:
+			return ce, fmt.Errorf("%w: %w", why, dead)
 		}
-		return ce, s.deadErr()
 	}
 	if err := replyErr(m); err != nil {
 		if errors.Is(err, ErrDead) {

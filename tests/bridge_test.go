@@ -366,8 +366,12 @@ func TestDestroyStopsCallbacks(t *testing.T) {
 			t.Error("the context of the callback in flight was not cancelled when Destroy returned")
 		}
 		close(released)
-		if err := <-done; !errors.Is(err, supervisor.ErrDestroyed) && !errors.Is(err, supervisor.ErrWorkerExited) {
+		err := <-done
+		if !errors.Is(err, supervisor.ErrDestroyed) && !errors.Is(err, supervisor.ErrWorkerExited) {
 			t.Fatalf("Execute: %v", err)
+		}
+		if n := strings.Count(err.Error(), supervisor.ErrDestroyed.Error()); n > 1 {
+			t.Errorf("Execute: %v (says it %d times)", err, n)
 		}
 		if n := after.Load(); n != 0 {
 			t.Errorf("%d callbacks started after Destroy", n)
