@@ -345,8 +345,9 @@ func (d *direct) markDead(err error) {
 }
 
 func (d *direct) Cancel() {
-	d.cancels.Add(1)
-	cancelExecution(d.running.Load(), d.output.Load())
+	r := d.running.Load()
+	d.cancels.cancel(r)
+	cancelExecution(r, d.output.Load())
 }
 
 func (d *direct) Destroy() error {

@@ -222,12 +222,20 @@ func (r *run) destroyed() {
 	}
 }
 
-// cancelCount counts the calls of a sandbox's Cancel. An Initialize or
-// SetVariable looks at it while it converts a value (and, in a worker,
-// stages it), before the run that Cancel reaches exists: it reads the
-// count as it starts, and again once it has its turn (a Cancel while it
-// waited for another call was that call's).
+// cancelCount counts the calls of a sandbox's Cancel made while no run
+// was under way. An Initialize or SetVariable looks at it while it
+// converts a value (and, in a worker, stages it), before the run that
+// Cancel reaches exists: it reads the count as it starts, and again once
+// it has its turn. A Cancel while another call runs is that call's: it
+// leaves a conversion waiting for its turn alone.
 type cancelCount struct{ atomic.Uint64 }
+
+// cancel counts a Cancel, unless it reaches the run r.
+func (c *cancelCount) cancel(r *run) {
+	if r == nil {
+		c.Add(1)
+	}
+}
 
 // errCancelCalled is the cause of a value's conversion or staging that
 // Cancel ended.

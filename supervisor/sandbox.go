@@ -71,8 +71,9 @@ type Sandbox interface {
 	SetVariable(ctx context.Context, name string, value any) error
 	// Cancel interrupts the running Execute, GetVariable or SetVariable
 	// (KeyboardInterrupt; killed after the grace period if it does not
-	// stop); an Initialize or SetVariable still converting its value ends
-	// with ErrCanceled, setting nothing. It does nothing when nothing runs.
+	// stop); when no such call runs, an Initialize or SetVariable still
+	// converting its value ends with ErrCanceled, setting nothing. It does
+	// nothing when nothing runs.
 	Cancel()
 	// Restart replaces the sandbox's interpreter (or worker process) with a
 	// fresh one, for example after it was killed (ErrDead). Everything the

@@ -1008,8 +1008,9 @@ func (s *workerSandbox) Stats(ctx context.Context) (Stats, error) {
 }
 
 func (s *workerSandbox) Cancel() {
-	s.cancels.Add(1)
-	cancelExecution(s.running.Load(), s.output.Load())
+	r := s.running.Load()
+	s.cancels.cancel(r)
+	cancelExecution(r, s.output.Load())
 }
 
 func (s *workerSandbox) Destroy() error {

@@ -422,3 +422,32 @@ func TestValueCanceledWhileConverted(t *testing.T) {
 		}
 	})
 }
+
+// TestCancelReachesTheRunningCall: a Cancel while an Execute runs is the
+// Execute's: a SetVariable converting its value meanwhile, to run next,
+// is left alone.
+func TestCancelReachesTheRunningCall(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		inCallback := make(chan struct{})
+		sb := newSandbox(t, m, supervisor.Config{OnLLMQuery: func(ctx context.Context, _ string) (string, error) {
+			close(inCallback)
+			<-ctx.Done()
+			return "", ctx.Err()
+		}}, "")
+		done := make(chan error, 1)
+		go func() {
+			_, err := sb.Execute(context.Background(), "llm_query('wait')")
+			done <- err
+		}()
+		<-inCallback
+		if err := sb.SetVariable(context.Background(), "v", []any{1, cancelOnMarshal{sb}}); err != nil {
+			t.Fatalf("SetVariable: %v", err)
+		}
+		if err := <-done; !errors.Is(err, supervisor.ErrCanceled) {
+			t.Fatalf("Execute: %v, want ErrCanceled", err)
+		}
+		if ce := exec(t, sb, "print(v)"); ce.Stdout != "[1, 'x']\n" {
+			t.Fatalf("%+v", ce)
+		}
+	})
+}
