@@ -246,6 +246,14 @@ class ScriptedRLMTest(unittest.TestCase):
         with RLMSandboxInterpreter(binary=BIN) as interp:
             code = "d, n = deep, 0\nwhile d:\n    d, n = d[0], n + 1\nprint(n)"
             self.assertEqual(interp.execute(code, {"deep": deep}), "300\n")
+            # Deeper than JSON goes (a RecursionError escaped, which
+            # dspy.RLM does not expect of an interpreter); the session goes on.
+            for _ in range(5000):
+                deep = [deep]
+            with self.assertRaises(CodeInterpreterError) as cm:
+                interp.execute("pass", {"deep": deep})
+            self.assertIn("nested too deeply", str(cm.exception))
+            self.assertEqual(interp.execute("print(6 * 7)"), "42\n")
 
     def test_killed_sandbox_ends_the_session(self):
         with RLMSandboxInterpreter(binary=BIN, timeout=0.3) as interp:

@@ -3,6 +3,7 @@
 import contextvars
 import os
 import threading
+import sys
 import unittest
 
 import rlm_sandbox
@@ -251,6 +252,50 @@ class SandboxTest(unittest.TestCase):
         self.assertIn("caught ValueError: model unavailable\n", r.stdout)
         # rlm_query was not given: calling it raises BridgeError too.
         self.assertEqual(r.error_type, "BridgeError")
+
+    def test_callback_error_whose_str_fails(self):
+        # Its description failed on the thread answering the sandbox,
+        # which died: the sandbox waited for ever.
+        class Weird(Exception):
+            def __str__(self):
+                raise RuntimeError("no str")
+
+        def llm(prompt):
+            raise Weird()
+
+        with Sandbox(binary=BIN, llm_query=llm, wall_timeout=10) as sb:
+            r = sb.execute("try:\n    llm_query('x')\nexcept BridgeError as e:\n    print('caught', e)")
+        self.assertTrue(r.ok, r.traceback)
+        self.assertEqual(r.stdout, "caught Weird: <str() of the exception failed>\n")
+
+    def test_system_exit_in_an_output_callback(self):
+        # It ended the thread reading the server: every call then waited
+        # for ever (hence the thread, which a hang leaves behind).
+        def on_stdout(line):
+            sys.exit(1)
+
+        results = []
+
+        def run():
+            with Sandbox(binary=BIN, on_stdout=on_stdout) as sb:
+                results.append(sb.execute("print('x')"))
+                results.append(sb.execute("print(6 * 7)"))
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        t.join(60)
+        self.assertFalse(t.is_alive(), "the calls after the callback's SystemExit hung")
+        self.assertEqual([r.stdout for r in results], ["x\n", "42\n"])
+
+    def test_value_nested_too_deep_for_json(self):
+        deep = []
+        for _ in range(5000):
+            deep = [deep]
+        with Sandbox(binary=BIN) as sb:
+            with self.assertRaises(ValueError) as cm:
+                sb.set_variable("v", deep)
+            self.assertIn("nested too deeply", str(cm.exception))
+            self.assertEqual(sb.execute("print(1)").stdout, "1\n")
 
     def test_server_errors_are_exceptions_with_code(self):
         with Client(BIN) as client:

@@ -184,6 +184,10 @@ def _encode(message: dict) -> bytes:
     for ensure_ascii in (False, True):
         try:
             text = json.dumps(message, ensure_ascii=ensure_ascii, allow_nan=False, separators=(",", ":"))
+        except RecursionError:
+            # Past about 1,000 levels json recurses out: the server takes
+            # 200 (InvalidParams past that), but this is a value too.
+            raise ValueError("cannot send %s: it is nested too deeply for JSON" % _what(message)) from None
         except ValueError as e:
             if "Out of range float" in str(e):
                 raise ValueError("cannot send %s: NaN and infinity are not JSON numbers" % _what(message)) from None
@@ -223,6 +227,17 @@ def _shutdown_transport(transport: Transport) -> None:
     transport.kill()
 
 
+def _describe(e: BaseException) -> str:
+    """"Type: message" of a callback's exception, whatever its __str__
+    does (one that raised killed the thread answering the sandbox, which
+    then waited for ever)."""
+    name = getattr(type(e), "__name__", "exception")
+    try:
+        return "%s: %s" % (name, e)
+    except BaseException:
+        return "%s: <str() of the exception failed>" % name
+
+
 def _read_lines(client_ref: "weakref.ref[Client]", transport: Transport) -> None:
     # The reader thread holds the client only while it handles a line, so
     # that a client dropped without close() is collected (and its
@@ -235,7 +250,7 @@ def _read_lines(client_ref: "weakref.ref[Client]", transport: Transport) -> None
             if not client._line(line):
                 return
             del client
-    except (OSError, ValueError):
+    except BaseException:  # OSError, ValueError; anything else ends the reading too
         pass
     client = client_ref()
     if client is not None:
@@ -594,7 +609,7 @@ class Client:
             return False
         try:
             self._dispatch(message)
-        except Exception:  # a malformed message must not stop the reader
+        except BaseException:  # a malformed message, or a callback's SystemExit, must not stop the reader
             pass
         return True
 
@@ -633,7 +648,7 @@ class Client:
             if callback is not None:
                 try:
                     callback(params.get("line", ""))
-                except Exception:  # a failing callback must not stop the reader
+                except BaseException:  # a failing callback (sys.exit() too) must not stop the reader
                     pass
         elif method == "cancel_request":
             with self._lock:
@@ -660,7 +675,7 @@ class Client:
                 raise TypeError("the %s callback returned %s, not str" % (method, type(answer).__name__))
             reply = {"jsonrpc": "2.0", "id": request_id, "result": answer}
         except BaseException as e:  # raised in the sandbox as BridgeError
-            reply = {"jsonrpc": "2.0", "id": request_id, "error": {"code": 1, "message": "%s: %s" % (type(e).__name__, e)}}
+            reply = {"jsonrpc": "2.0", "id": request_id, "error": {"code": 1, "message": _describe(e)}}
         with self._lock:
             self._answering.discard(request_id)
             if request_id in self._canceled_bridge:

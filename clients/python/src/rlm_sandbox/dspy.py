@@ -301,7 +301,12 @@ class RLMSandboxInterpreter:
             self._executing, self._code_sent, self._cancel_asked = True, False, False
         try:
             self._register(sb)
-            self._bind_all(sb, variables)
+            try:
+                self._bind_all(sb, variables)
+            except RecursionError:
+                raise CodeInterpreterError(
+                    "a variable is nested too deeply to pass to the sandbox (past about 1,000 levels)"
+                ) from None
             r = sb.execute(code, interactive=True, _sending=self._sending_code)
             if r.error_type == _FINAL_EXC:
                 return FinalOutput(sb.get_variable(_FINAL_VAR))
