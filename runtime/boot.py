@@ -105,12 +105,22 @@ def _rlm_boot():
         while data:
             data = data[write(ch, data):]
 
+    def exact(s):
+        # A str subclass (an enum.StrEnum member, say) as a str: marshal,
+        # which carries what goes to the host, refuses subclasses (a
+        # __str__ returning one made the cell's error read as an
+        # interrupt).
+        return s if type(s) is str else str.__add__("", s)
+
     def bridge(method, calls):
         # Runs host calls (a list of argument tuples, or of str for calls
         # of one str argument) and returns (answered, results): when every
         # call was answered, True and their values in order; else False
         # and each result, (0, value) or (1, error message).
-        data = dumps((method, calls))
+        try:
+            data = dumps((method, calls))
+        except ValueError:  # a str subclass as a prompt, say: as plain values
+            data = dumps((method, plain(calls, 0, set())))
         data = memoryview(len(data).to_bytes(8, "little") + data)
         while data:
             data = data[write(bch, data):]
@@ -177,7 +187,7 @@ def _rlm_boot():
 
     def message(e):
         try:
-            return str(e)
+            return exact(str(e))
         except KeyboardInterrupt:
             # The execution's interrupt (its time limit, a cancel) reached
             # a __str__ that takes that long: the cell ends interrupted,
@@ -575,7 +585,7 @@ def _rlm_boot():
         if isinstance(v, bytes):
             return bytes(v)
         try:
-            return repr(v)
+            return exact(repr(v))
         except KeyboardInterrupt:
             raise  # the host stopped the request (a repr that runs too long)
         except BaseException as e:

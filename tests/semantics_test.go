@@ -261,6 +261,29 @@ func TestCellSourcesBounded(t *testing.T) {
 	})
 }
 
+// TestStrSubclassesReachTheHost: what goes to the host as text may be a
+// str subclass (an enum.StrEnum member): an exception's __str__, a
+// __repr__ for GetVariable, an llm_query prompt. marshal refuses
+// subclasses: the error read as an interrupt, GetVariable failed as
+// interrupted, the prompt raised "unmarshallable object".
+func TestStrSubclassesReachTheHost(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{OnLLMQuery: upper}, "")
+		exec(t, sb, "import enum\nclass T(str): pass\nclass P(enum.StrEnum):\n    HI = 'say hi'\n"+
+			"class E(Exception):\n    def __str__(self): return T('boom')\n"+
+			"class R:\n    def __repr__(self): return T('an R')\nr = R()")
+		if ce := exec(t, sb, "raise E()"); ce.ErrorType != "E" || ce.Error != "E: boom" || !strings.HasSuffix(ce.Traceback, "\nE: boom\n") {
+			t.Errorf("raise E(): %+v", ce)
+		}
+		if ce := exec(t, sb, "print(llm_query(P.HI), llm_query_batched([P.HI, T('x')]))"); ce.Stdout != "SAY HI ['SAY HI', 'X']\n" {
+			t.Errorf("prompts: %+v", ce)
+		}
+		if v, found, err := sb.GetVariable(context.Background(), "r"); err != nil || !found || v != "an R" {
+			t.Errorf("GetVariable: %#v %v %v", v, found, err)
+		}
+	})
+}
+
 // TestDevices checks /dev as Emscripten lays it out: /dev/stdout and
 // /dev/stderr reach the execution's output (writing to them made files
 // there, and the output was lost), /dev/tty is the output too, /dev/stdin
