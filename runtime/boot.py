@@ -101,26 +101,26 @@ def _rlm_boot():
         if obj is oom:
             write(ch, oomb)
             return
-        data = memoryview(dumps(obj))
+        data = memoryview(dumped(obj))
         while data:
             data = data[write(ch, data):]
 
-    def exact(s):
-        # A str subclass (an enum.StrEnum member, say) as a str: marshal,
-        # which carries what goes to the host, refuses subclasses (a
-        # __str__ returning one made the cell's error read as an
-        # interrupt).
-        return s if type(s) is str else str.__add__("", s)
+    def dumped(obj):
+        # What goes to the host, marshalled. marshal refuses str
+        # subclasses (an enum.StrEnum member: as an exception's __str__, a
+        # __repr__, a prompt): such a value goes as plain values (the
+        # cell's error read as an interrupt).
+        try:
+            return dumps(obj)
+        except ValueError:
+            return dumps(plain(obj, 0, set()))
 
     def bridge(method, calls):
         # Runs host calls (a list of argument tuples, or of str for calls
         # of one str argument) and returns (answered, results): when every
         # call was answered, True and their values in order; else False
         # and each result, (0, value) or (1, error message).
-        try:
-            data = dumps((method, calls))
-        except ValueError:  # a str subclass as a prompt, say: as plain values
-            data = dumps((method, plain(calls, 0, set())))
+        data = dumped((method, calls))
         data = memoryview(len(data).to_bytes(8, "little") + data)
         while data:
             data = data[write(bch, data):]
@@ -187,7 +187,7 @@ def _rlm_boot():
 
     def message(e):
         try:
-            return exact(str(e))
+            return str(e)
         except KeyboardInterrupt:
             # The execution's interrupt (its time limit, a cancel) reached
             # a __str__ that takes that long: the cell ends interrupted,
@@ -585,7 +585,7 @@ def _rlm_boot():
         if isinstance(v, bytes):
             return bytes(v)
         try:
-            return exact(repr(v))
+            return repr(v)
         except KeyboardInterrupt:
             raise  # the host stopped the request (a repr that runs too long)
         except BaseException as e:
@@ -898,16 +898,14 @@ def _rlm_boot():
     # mismatch"). A number the kernel would refuse is refused here, as it
     # would: OSError EINVAL.
     def checked_kill(kill):
-        import errno, operator
+        import errno, functools, operator
 
+        @functools.wraps(kill)
         def wrapper(pid, signal, /):
             if not 0 <= operator.index(signal) < 65:
                 raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
             return kill(pid, signal)
 
-        wrapper.__name__ = wrapper.__qualname__ = kill.__name__
-        wrapper.__doc__ = kill.__doc__
-        wrapper.__module__ = kill.__module__
         return wrapper
 
     os.kill = checked_kill(os.kill)

@@ -90,13 +90,9 @@ func (d *direct) usable() error {
 }
 
 func (d *direct) Initialize(ctx context.Context, value any) error {
-	g := d.cancels.Load()
-	v, err := pythonValue(value)
+	v, err := d.cancels.value(value)
 	if err != nil {
 		return fmt.Errorf("supervisor: initialize: context: %w", err)
-	}
-	if err := d.cancels.since(g); err != nil {
-		return fmt.Errorf("supervisor: initialize: %w", err)
 	}
 	if err := d.acquire(ctx); err != nil {
 		return err
@@ -111,12 +107,8 @@ func (d *direct) Initialize(ctx context.Context, value any) error {
 }
 
 func (d *direct) SetVariable(ctx context.Context, name string, value any) error {
-	g := d.cancels.Load()
-	v, err := pythonValue(value)
+	v, err := d.cancels.value(value)
 	if err != nil {
-		return fmt.Errorf("supervisor: set variable %s: %w", name, err)
-	}
-	if err := d.cancels.since(g); err != nil {
 		return fmt.Errorf("supervisor: set variable %s: %w", name, err)
 	}
 	if err := d.acquire(ctx); err != nil {

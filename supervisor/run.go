@@ -241,6 +241,17 @@ func (c *cancelCount) cancel(r *run) {
 // Cancel ended.
 var errCancelCalled = errors.New("Cancel was called")
 
+// value converts a Go value as pythonValue does, and reports a Cancel
+// made meanwhile as ErrCanceled.
+func (c *cancelCount) value(value any) (any, error) {
+	g := c.Load()
+	v, err := pythonValue(value)
+	if err == nil {
+		err = c.since(g)
+	}
+	return v, err
+}
+
 // since reports, as ErrCanceled, a Cancel since the count was g.
 func (c *cancelCount) since(g uint64) error {
 	if c.Load() != g {

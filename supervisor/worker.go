@@ -518,13 +518,9 @@ func (s *workerSandbox) Initialize(ctx context.Context, value any) error {
 	if err := ctx.Err(); err != nil { // before converting a large value
 		return fmt.Errorf("%w: %w", ErrCanceled, err)
 	}
-	g := s.cancels.Load()
-	v, err := pythonValue(value)
+	v, err := s.cancels.value(value)
 	if err != nil {
 		return fmt.Errorf("supervisor: initialize: context: %w", err)
-	}
-	if err := s.cancels.since(g); err != nil {
-		return fmt.Errorf("supervisor: initialize: %w", err)
 	}
 	if err := s.acquire(ctx); err != nil {
 		return err
@@ -680,12 +676,8 @@ func (s *workerSandbox) SetVariable(ctx context.Context, name string, value any)
 	if err := ctx.Err(); err != nil { // before converting a large value
 		return fmt.Errorf("%w: %w", ErrCanceled, err)
 	}
-	g := s.cancels.Load()
-	v, err := pythonValue(value)
+	v, err := s.cancels.value(value)
 	if err != nil {
-		return fmt.Errorf("supervisor: set variable %s: %w", name, err)
-	}
-	if err := s.cancels.since(g); err != nil {
 		return fmt.Errorf("supervisor: set variable %s: %w", name, err)
 	}
 	if err := s.acquire(ctx); err != nil {

@@ -186,9 +186,7 @@ func (s stdoutStream) Write(p []byte) (int, vfs.Errno) {
 // written reaches the host's output as descriptor 1's or 2's does,
 // whatever the code did to the descriptors since; standard input is at
 // its end.
-func (h *Host) Stdio(fd int) vfs.Device {
-	return []vfs.Device{stdinStream{}, stdoutStream{h: h}, stdoutStream{h: h, err: true}}[fd]
-}
+func (h *Host) Stdio(fd int) vfs.Device { return h.std[fd] }
 
 // Random is the device of /dev/random and /dev/urandom: reads fill the
 // buffer from the host's random source (Config.Rand), writes are taken
@@ -206,11 +204,11 @@ func (randomDevice) Write(p []byte) (int, vfs.Errno) { return len(p), ESUCCESS }
 
 // stdio is the description of standard descriptor fd (0-2).
 func (h *Host) stdio(fd int) *description {
-	s := []stream{stdinStream{}, stdoutStream{h: h}, stdoutStream{h: h, err: true}}[fd]
-	return &description{s: s, path: "/dev/std" + []string{"in", "out", "err"}[fd], flags: []int{vfs.O_RDONLY, vfs.O_WRONLY, vfs.O_WRONLY}[fd]}
+	return &description{s: h.std[fd], path: "/dev/std" + []string{"in", "out", "err"}[fd], flags: []int{vfs.O_RDONLY, vfs.O_WRONLY, vfs.O_WRONLY}[fd]}
 }
 
 func (h *Host) installStdio() error {
+	h.std = [3]stream{stdinStream{}, stdoutStream{h: h}, stdoutStream{h: h, err: true}}
 	for fd := range 3 {
 		if errno := h.fds.place(h.stdio(fd), int32(fd), false); errno != ESUCCESS {
 			return errno
@@ -228,7 +226,7 @@ func (h *Host) Keep(paths ...string) bool {
 		found := false
 		for fd, e := range h.fds.fds {
 			if e != nil && e.d.path == p {
-				h.kept = append(h.kept, keptFD{int32(fd), e.d, p, e.d.flags})
+				h.kept = append(h.kept, keptFD{int32(fd), e.d})
 				found = true
 				break
 			}
@@ -240,13 +238,12 @@ func (h *Host) Keep(paths ...string) bool {
 	return true
 }
 
-// keptFD is a descriptor Keep recorded: its description, and how to open
-// another if code closed that one (its last reference gone, it is closed).
+// keptFD is a descriptor Keep recorded, and its description (whose path
+// and flags open another if code closed that one: its last reference
+// gone, it is closed).
 type keptFD struct {
-	fd    int32
-	d     *description
-	path  string
-	flags int
+	fd int32
+	d  *description
 }
 
 // RestoreKept puts back the descriptors Keep recorded that code closed
@@ -258,11 +255,11 @@ func (h *Host) RestoreKept() (restored bool) {
 		if e, ok := h.fds.get(k.fd); ok && e.d == k.d {
 			continue
 		}
-		f, errno := h.fs.Open(k.path, k.flags, 0)
+		f, errno := h.fs.Open(k.d.path, k.d.flags, 0)
 		if errno != ESUCCESS {
 			continue // a device of the host's: not while it lives
 		}
-		d := &description{s: f, path: k.path, flags: k.flags}
+		d := &description{s: f, path: k.d.path, flags: k.d.flags}
 		if h.fds.place(d, k.fd, false) == ESUCCESS {
 			h.kept[i].d = d
 		}

@@ -51,7 +51,8 @@ type Host struct {
 	cfg   Config
 	fs    *vfs.FS
 	fds   *fdTable
-	kept  []keptFD // Keep's descriptors
+	kept  []keptFD  // Keep's descriptors
+	std   [3]stream // the standard streams (descriptors 0-2, /dev/stdin, stdout, stderr)
 	cwd   string
 	umask uint32
 	start time.Time
