@@ -162,3 +162,27 @@ print(json.dumps([v, d]))`
 		}
 	}
 }
+
+// TestServeGetVariableTooLarge: a value over one frame (64 MiB) comes back
+// from get_variable as -32000 with kind too_large (it was "internal"),
+// and the sandbox goes on.
+func TestServeGetVariableTooLarge(t *testing.T) {
+	c := startServer(t)
+	c.call(1, "create", map[string]any{})
+	c.response(1, 2*time.Minute)
+	c.call(2, "execute", map[string]any{"sandbox": "s1", "code": "big = 'x' * (70 << 20)"})
+	if r, _ := c.response(2, time.Minute)["result"].(map[string]any); r == nil {
+		t.Fatal("execute failed")
+	}
+	c.call(3, "get_variable", map[string]any{"sandbox": "s1", "name": "big"})
+	if code, kind, msg := rpcError(t, c.response(3, time.Minute)); code != -32000 || kind != "too_large" || !strings.Contains(msg, "too large") {
+		t.Fatalf("get_variable of 70 MiB: %d %s %s, want -32000 too_large", code, kind, msg)
+	}
+	c.call(4, "execute", map[string]any{"sandbox": "s1", "code": "print(len(big))"})
+	if r, _ := c.response(4, time.Minute)["result"].(map[string]any); r == nil || r["stdout"] != "73400320\n" {
+		t.Fatalf("execute after the refused get_variable: %v", r)
+	}
+	if code := c.wait(time.Minute); code != 0 {
+		t.Fatalf("exit status %d", code)
+	}
+}

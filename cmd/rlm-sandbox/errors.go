@@ -64,6 +64,7 @@ const (
 	kindNotInitialized    = "not_initialized"
 	kindProtocol          = "protocol"
 	kindInternal          = "internal"
+	kindTooLarge          = "too_large" // serve's get_variable: a value over one frame
 )
 
 // errorKind classifies err. The order matters: a timeout that ended with

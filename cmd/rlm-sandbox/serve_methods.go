@@ -42,7 +42,7 @@ func (s *server) dispatch(m *message, done doneFunc) {
 			if errors.Is(err, supervisor.ErrTooLarge) {
 				// A value too large to come back: the sandbox's limit, not
 				// the request's parameters (-32000, as docs/serve.md says).
-				return nil, &rpcError{Code: codeSandboxFailure, Message: err.Error(), Data: &errorData{Kind: "internal"}}
+				return nil, &rpcError{Code: codeSandboxFailure, Message: err.Error(), Data: &errorData{Kind: kindTooLarge}}
 			}
 			if err != nil {
 				return nil, err
