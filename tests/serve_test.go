@@ -471,12 +471,13 @@ func TestServeVariablesAndRestart(t *testing.T) {
 	c.call(3, "execute", map[string]any{"sandbox": "s1", "code": "print(big + 1)\nodd = {1: (2, 3), 'f': float('nan'), 'b': b'hi', 's': {4}}"})
 	c.call(4, "get_variable", map[string]any{"sandbox": "s1", "name": "odd"})
 	c.call(5, "get_variable", map[string]any{"sandbox": "s1", "name": "missing"})
-	c.call(6, "stats", map[string]any{"sandbox": "s1"})
 	got := map[float64]string{}
-	for range 5 {
+	for range 4 {
 		line, m := c.next(time.Minute)
 		got[m["id"].(float64)] = line
 	}
+	c.call(6, "stats", map[string]any{"sandbox": "s1"}) // answered at once: after the execute's answer
+	got[6], _ = c.next(time.Minute)
 	checks := map[float64]string{
 		2: `{"jsonrpc":"2.0","id":2,"result":{}}`,
 		4: `{"jsonrpc":"2.0","id":4,"result":{"found":true,"value":{"1":[2,3],"f":"nan","b":"hi","s":[4]}}}`,
@@ -647,5 +648,34 @@ func TestServePythonClient(t *testing.T) {
 	out, err := cmd.Output()
 	if err != nil || string(out) != "A LONG\n" {
 		t.Fatalf("stdout %q, %v; stderr:\n%s", out, err, stderr.String())
+	}
+}
+
+// TestServeStatsWhileRunning: stats is answered at once while the
+// sandbox's code runs (it waited for the execute), and a stats sent right
+// after create waits for the create instead of failing.
+func TestServeStatsWhileRunning(t *testing.T) {
+	c := startServer(t)
+	c.call(1, "create", map[string]any{"timeout_ms": 0})
+	c.call(2, "stats", map[string]any{"sandbox": "s1"})
+	if r, _ := c.response(1, 2*time.Minute)["result"].(map[string]any); r == nil {
+		t.Fatal("create failed")
+	}
+	if r, _ := c.response(2, time.Minute)["result"].(map[string]any); r == nil || r["pid"] == nil || r["pid"].(float64) <= 0 {
+		t.Fatalf("stats sent with the create: %v", r)
+	}
+	c.call(3, "execute", map[string]any{"sandbox": "s1", "code": "while True: pass"})
+	c.call(4, "stats", map[string]any{"sandbox": "s1"})
+	_, m := c.next(time.Minute) // the stats, while the loop spins
+	if r, _ := m["result"].(map[string]any); m["id"] != 4.0 || r == nil || r["executions"] != 0.0 {
+		t.Fatalf("while an execute runs, the first answer is %v, want stats with executions 0", m)
+	}
+	c.call(5, "cancel", map[string]any{"sandbox": "s1"})
+	c.response(5, time.Minute)
+	if code, kind, _ := rpcError(t, c.response(3, time.Minute)); code != -32002 || kind != "canceled" {
+		t.Fatalf("execute: %d %s", code, kind)
+	}
+	if code := c.wait(time.Minute); code != 0 {
+		t.Fatalf("exit status %d", code)
 	}
 }

@@ -55,17 +55,7 @@ func (s *server) dispatch(m *message, done doneFunc) {
 			return struct{}{}, sb.SetVariable(s.ctx, p.Name, p.value)
 		})
 	case "stats":
-		var p sandboxParam
-		s.queue(m.Params, &p, &p, done, func(e *sandboxEntry, sb supervisor.Sandbox, _ context.Context) (any, error) {
-			st, err := sb.Stats(s.ctx)
-			if err != nil {
-				return nil, err
-			}
-			return statsResult{
-				Worker: st.Worker, PID: st.PID, RSSBytes: st.RSSBytes, LinearMemoryBytes: st.LinearMemoryBytes,
-				Executions: st.Executions, UptimeMS: millis(st.Uptime),
-			}, nil
-		})
+		s.stats(m.Params, done)
 	case "restart":
 		var p sandboxParam
 		s.queue(m.Params, &p, &p, done, func(e *sandboxEntry, sb supervisor.Sandbox, _ context.Context) (any, error) {
@@ -284,6 +274,42 @@ func (s *server) queue(raw json.RawMessage, p any, sp *sandboxParam, done doneFu
 	})
 	if !ok {
 		done(nil, newRPCError(codeNoSuchSandbox, kindDestroyed, "sandbox %s was destroyed", e.id))
+	}
+}
+
+// stats answers at once, without waiting for the requests before it on
+// the sandbox (a monitor asks while a long execute runs: the supervisor's
+// Stats does not wait for the code either), unless the sandbox's create
+// has not finished: then after it, in the sandbox's queue.
+func (s *server) stats(raw json.RawMessage, done doneFunc) {
+	var p sandboxParam
+	job := func(_ *sandboxEntry, sb supervisor.Sandbox, _ context.Context) (any, error) {
+		st, err := sb.Stats(s.ctx)
+		if err != nil {
+			return nil, err
+		}
+		return statsResult{
+			Worker: st.Worker, PID: st.PID, RSSBytes: st.RSSBytes, LinearMemoryBytes: st.LinearMemoryBytes,
+			Executions: st.Executions, UptimeMS: millis(st.Uptime),
+		}, nil
+	}
+	if err := decodeParams(raw, &p); err != nil {
+		done(nil, err)
+		return
+	}
+	e, err := s.lookup(p.Sandbox)
+	if err != nil {
+		done(nil, err)
+		return
+	}
+	sb, err := e.sandbox()
+	switch {
+	case err != nil:
+		done(nil, err)
+	case sb != nil:
+		go func() { done(job(e, sb, nil)) }()
+	default:
+		s.queue(raw, &p, &p, done, job)
 	}
 }
 

@@ -216,6 +216,35 @@ class SandboxTest(unittest.TestCase):
         self.assertEqual(r.bridge_calls, 4)
         self.assertEqual(len(threads), 4)
 
+    def test_stats_while_code_runs(self):
+        # stats() is answered at once, even while the sandbox's code waits
+        # for the very callback that asks (it used to be refused there as
+        # a deadlock, and from another thread to wait for the code).
+        seen = []
+        started = threading.Event()
+
+        def llm(prompt):
+            seen.append(sb.stats())
+            return "ok"
+
+        def on_stdout(line):
+            if line == "spin":
+                started.set()
+
+        with Sandbox(binary=BIN, llm_query=llm, timeout=0, on_stdout=on_stdout) as sb:
+            r = sb.execute("print(llm_query('x'))")
+            self.assertTrue(r.ok, r.traceback)
+            self.assertEqual(r.stdout, "ok\n")
+            self.assertEqual(seen[0]["executions"], 0)  # the running one is not counted yet
+            self.assertGreater(seen[0]["linear_memory_bytes"], 0)
+            worker = threading.Thread(target=lambda: seen.append(sb.execute("print('spin', flush=True)\nwhile True: pass")))
+            worker.start()
+            self.assertTrue(started.wait(60))
+            self.assertEqual(sb.stats()["executions"], 1)  # while the loop spins
+            sb.cancel()
+            worker.join(60)
+            self.assertTrue(seen[-1].canceled)
+
     def test_callbacks_see_the_callers_contextvars(self):
         var = contextvars.ContextVar("var", default="unset")
 

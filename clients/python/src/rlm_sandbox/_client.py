@@ -868,8 +868,8 @@ class Sandbox:
         self.python_version: str | None = info.get("python_version")
 
     def stats(self) -> dict:
-        """The server's `stats` for this sandbox (rss_bytes, executions, …)."""
-        self._not_from_own_callback("stats")
+        """The server's `stats` for this sandbox (rss_bytes, executions, …),
+        answered at once, even while the sandbox runs code."""
         return self.client.call("stats", sandbox=self.id)
 
     def close(self) -> None:
