@@ -133,6 +133,11 @@ type Result struct {
 	ErrorType     string `msgpack:"error_type"`  // its class name, e.g. "ZeroDivisionError"
 	Traceback     string `msgpack:"traceback"`   // formatted traceback
 	DurationNanos int64  `msgpack:"duration_ns"` // wall time spent executing
+	// For a SystemExit (or a subclass), what CPython's top level does with
+	// it: it writes ExitStderr and exits with ExitStatus (0–255).
+	SystemExit bool   `msgpack:"system_exit"`
+	ExitStatus int    `msgpack:"exit_status"`
+	ExitStderr string `msgpack:"exit_stderr"`
 }
 
 // GetVariable (S→W) asks for the value of a global Python variable.

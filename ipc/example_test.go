@@ -79,7 +79,7 @@ func ExampleEncodeValue() {
 }
 
 func ExampleCheckHello() {
-	err := ipc.CheckHello(ipc.Hello{ProtocolVersion: 5, PythonVersion: "3.12.7"})
+	err := ipc.CheckHello(ipc.Hello{ProtocolVersion: 6, PythonVersion: "3.12.7"})
 	fmt.Println(err)
-	// Output: rlm-worker speaks protocol 5, this supervisor speaks 4: rebuild the worker (make) so both come from the same version
+	// Output: rlm-worker speaks protocol 6, this supervisor speaks 5: rebuild the worker (make) so both come from the same version
 }

@@ -9,7 +9,7 @@ import "fmt"
 // three-element array of kind, ID and body), the number of KindHello, and
 // the existing fields of Hello (new fields may be added; decoding Hello
 // ignores fields it does not know).
-const ProtocolVersion = 4
+const ProtocolVersion = 5
 
 // CheckHello reports whether the worker that sent h speaks this package's
 // ProtocolVersion. The error, which wraps ErrProtocolMismatch, is meant to

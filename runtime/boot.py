@@ -495,11 +495,29 @@ def _rlm_boot():
         except Exception:
             pass
         try:
-            return (1, name, printable(capped(message(e))), printable(capped(tb_text(e))))
+            r = (1, name, printable(capped(message(e))), printable(capped(tb_text(e))))
+            return r + (exit_of(e),) if issubclass(type(e), SystemExit) else r
         except (KeyboardInterrupt, MemoryError):
             raise  # as in message; a MemoryError: the caller's oom reply
         except Exception as e2:
             return (1, name, "<the exception could not be described: %s>" % type_name(e2), "")
+
+    def exit_of(e):
+        # What CPython's top level does with a SystemExit (or a subclass;
+        # _Py_HandleSystemExit): its code None exits 0, an int exits with
+        # its low 8 bits (255 when it does not fit a C long), and anything
+        # else is written on stderr, with a newline, and exits 1. The reply
+        # is (status, what to write).
+        try:
+            code = e.code
+        except Exception:
+            code = e  # CPython writes the exception itself then
+        if code is None:
+            return (0, "")
+        if isinstance(code, int):
+            v = int.__int__(code)  # its value, whatever a subclass overrides
+            return (v & 0xFF if -(1 << 63) <= v < 1 << 63 else 255, "")
+        return (1, printable(capped(message(code))) + "\n")
 
     def printable(s):
         # A lone surrogate (os.fsdecode makes them) as Python's stderr

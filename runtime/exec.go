@@ -17,6 +17,19 @@ type PythonError struct {
 	Type      string // exception class name, e.g. "ZeroDivisionError"
 	Message   string // str(exception)
 	Traceback string // formatted traceback, no ANSI colour codes
+	// Exit is set when the exception is a SystemExit (sys.exit, exit(),
+	// or a subclass of SystemExit): what CPython's top level does with it.
+	Exit *Exit
+}
+
+// Exit is what CPython does with a SystemExit that reaches the top level
+// of a script: it writes Stderr (str(code) and a newline, for a code that
+// is neither None nor an int; else nothing) and exits with Status (0 for
+// None, an int's low 8 bits, 255 for an int that does not fit a C long,
+// else 1).
+type Exit struct {
+	Status int
+	Stderr string
 }
 
 func (e *PythonError) Error() string {
@@ -124,11 +137,18 @@ func (in *Interpreter) exec(ctx context.Context, code string, interactive bool, 
 		return nil, fmt.Errorf("runtime: malformed reply %v", reply)
 	}
 	res := &Result{Duration: d, BridgeCalls: calls}
-	if code, _ := t[0].(int64); code == 1 && len(t) == 4 {
+	if code, _ := t[0].(int64); code == 1 && (len(t) == 4 || len(t) == 5) {
 		pe := &PythonError{}
 		pe.Type, _ = t[1].(string)
 		pe.Message, _ = t[2].(string)
 		pe.Traceback, _ = t[3].(string)
+		if len(t) == 5 { // a SystemExit's (status, stderr)
+			if x, ok := t[4].([]any); ok && len(x) == 2 {
+				status, _ := x[0].(int64)
+				stderr, _ := x[1].(string)
+				pe.Exit = &Exit{Status: int(status), Stderr: stderr}
+			}
+		}
 		res.Error = pe
 	}
 	// The bootstrap lets go of a reserve of memory on a MemoryError (so

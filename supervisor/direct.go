@@ -233,7 +233,11 @@ func (d *direct) execute(ctx context.Context, code string, interactive bool) (*C
 	ce.Duration = time.Since(r.start)
 	ce.Truncated = stdout.truncated() || stderr.truncated()
 	if res != nil && res.Error != nil {
-		ce.setError(res.Error.Error(), res.Error.Type, res.Error.Traceback, d.cfg.MaxOutputLength)
+		var exit *Exit
+		if x := res.Error.Exit; x != nil {
+			exit = &Exit{Status: x.Status, Stderr: x.Stderr}
+		}
+		ce.setError(res.Error.Error(), res.Error.Type, res.Error.Traceback, exit, d.cfg.MaxOutputLength)
 	}
 	if killed {
 		d.markStubborn() // the kill may still be on its way (the code returned as the grace period ended)

@@ -155,18 +155,39 @@ type CodeExecution struct {
 	// BridgeCalls counts the host callbacks Python made (each item of a
 	// batched call counts).
 	BridgeCalls int
+	// Exit is set when the exception is a SystemExit (sys.exit, exit(), or
+	// a subclass of SystemExit): what a Python script's top level does
+	// with it, for a caller that ends a process the way CPython would.
+	Exit *Exit
 	// Truncated is true when Stdout, Stderr, Error or Traceback was cut to
 	// MaxOutputLength (not when the guest cut an exception's text to its
 	// own bound of 1,048,576 characters, with MaxOutputLength negative).
 	Truncated bool
 }
 
+// Exit is what CPython does with a SystemExit that reaches the top level
+// of a script: it writes Stderr (str(code) and a newline, for a code that
+// is neither None nor an int, such as sys.exit("bye"); else "") on its
+// standard error, and exits with Status: 0 for None (sys.exit()), an
+// int's low 8 bits (sys.exit(300) exits 44), 255 for an int that does not
+// fit a C long, else 1. Stderr is cut to MaxOutputLength characters as
+// Error is.
+type Exit struct {
+	Status int
+	Stderr string
+}
+
 // setError sets the exception the code raised, its message and traceback
-// cut to max characters as output is.
-func (ce *CodeExecution) setError(msg, typ, tb string, max int) {
-	var cutMsg, cutTB bool
+// cut to max characters as output is, and for a SystemExit its exit
+// (nil for other exceptions).
+func (ce *CodeExecution) setError(msg, typ, tb string, exit *Exit, max int) {
+	var cutMsg, cutTB, cutExit bool
 	ce.Error, cutMsg = capText(msg, max)
 	ce.ErrorType = typ
 	ce.Traceback, cutTB = capText(tb, max)
-	ce.Truncated = ce.Truncated || cutMsg || cutTB
+	if exit != nil {
+		ce.Exit = &Exit{Status: exit.Status}
+		ce.Exit.Stderr, cutExit = capText(exit.Stderr, max)
+	}
+	ce.Truncated = ce.Truncated || cutMsg || cutTB || cutExit
 }

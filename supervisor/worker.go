@@ -954,7 +954,11 @@ func (s *workerSandbox) execution(ctx context.Context, code string, st *execStre
 	ce.Truncated = st.stdout.truncated() || st.stderr.truncated()
 	ce.BridgeCalls = int(r.calls.Load())
 	if res != nil {
-		ce.setError(res.Error, res.ErrorType, res.Traceback, s.cfg.MaxOutputLength)
+		var exit *Exit
+		if res.SystemExit {
+			exit = &Exit{Status: res.ExitStatus, Stderr: res.ExitStderr}
+		}
+		ce.setError(res.Error, res.ErrorType, res.Traceback, exit, s.cfg.MaxOutputLength)
 	}
 	return ce, outErr
 }

@@ -48,6 +48,15 @@ func TestCLIExecSystemExit(t *testing.T) {
 		{name: "sys.exit(2**70)", args: exec(`import sys; sys.exit(2**70)`), code: 255},
 		{name: "sys.exit(message)", args: exec(`import sys; sys.exit("bye")`), err: "bye\n", code: 1},
 		{name: "SystemExit(1, 2)", args: exec(`raise SystemExit(1, 2)`), err: "(1, 2)\n", code: 1},
+		// The code's type decides, not its text (these were read from
+		// str(): "4" exited 4, "None" 0), and so does a subclass's code.
+		{name: `sys.exit("4")`, args: exec(`import sys; sys.exit("4")`), err: "4\n", code: 1},
+		{name: `sys.exit("None")`, args: exec(`import sys; sys.exit("None")`), err: "None\n", code: 1},
+		{name: `sys.exit("")`, args: exec(`import sys; sys.exit("")`), err: "\n", code: 1},
+		{name: "a subclass", args: exec("class E(SystemExit): pass\nraise E(3)"), code: 3},
+		{name: "a subclass's message", args: exec("class E(SystemExit): pass\nraise E('bye')"), err: "bye\n", code: 1},
+		{name: "a subclass's own code", args: exec("class E(SystemExit):\n    code = 7\nraise E()"), code: 7},
+		{name: "an int subclass", args: exec("class I(int):\n    def __and__(self, o): return 0\n    def __str__(self): return 'x'\nraise SystemExit(I(6))"), code: 6},
 		{name: "from a file", stdin: "import sys\nsys.exit(3)\n", args: []string{"exec", "-"}, code: 3},
 		{name: "--direct", args: append([]string{"exec", "--direct"}, exec(`import sys; sys.exit(5)`)[1:]...), code: 5},
 		{name: "caught", args: []string{"exec", "-c", "try:\n    exit(3)\nexcept SystemExit as e:\n    print('caught', e.code)"}, out: "caught 3\n"},
@@ -97,6 +106,8 @@ func TestCLIReplSystemExit(t *testing.T) {
 		{name: "a message", stdin: "exit('bye')\nprint(2)\n", args: []string{"repl"}, err: "bye\n", code: 1},
 		{name: "in a block at the end of input", stdin: "if True:\n    exit(9)", args: []string{"repl"}, code: 9},
 		{name: "--direct", stdin: "raise SystemExit(2)\n", args: []string{"repl", "--direct"}, code: 2},
+		{name: "a subclass", stdin: "class E(SystemExit): pass\n\nraise E(6)\nprint(2)\n", args: []string{"repl"}, code: 6},
+		{name: "a str code", stdin: "exit('7')\n", args: []string{"repl"}, err: "7\n", code: 1},
 	})
 }
 

@@ -255,3 +255,36 @@ func TestOddExceptionClasses(t *testing.T) {
 		}
 	})
 }
+
+// TestSystemExit: a SystemExit (or a subclass) comes with what CPython's
+// top level does with it, judged by its code's type, not its text (a
+// caller read "4" from sys.exit("4") as the status 4); other exceptions
+// have no Exit.
+func TestSystemExit(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{MaxOutputLength: 500}, "")
+		for _, c := range []struct {
+			code string
+			want *supervisor.Exit
+		}{
+			{"import sys; sys.exit()", &supervisor.Exit{Status: 0}},
+			{"import sys; sys.exit(300)", &supervisor.Exit{Status: 44}},
+			{"import sys; sys.exit(-2**70)", &supervisor.Exit{Status: 255}},
+			{"import sys; sys.exit('4')", &supervisor.Exit{Status: 1, Stderr: "4\n"}},
+			{"raise SystemExit(1, 'a')", &supervisor.Exit{Status: 1, Stderr: "(1, 'a')\n"}},
+			{"class E(SystemExit): pass\nraise E(3)", &supervisor.Exit{Status: 3}},
+			{"class F(SystemExit):\n    @property\n    def code(self): raise ValueError\nraise F('x')", &supervisor.Exit{Status: 1, Stderr: "x\n"}},
+			{"1/0", nil},
+		} {
+			ce := exec(t, sb, c.code)
+			if (ce.Exit == nil) != (c.want == nil) || (c.want != nil && *ce.Exit != *c.want) || ce.Truncated {
+				t.Errorf("%q: Exit %+v, want %+v", c.code, ce.Exit, c.want)
+			}
+		}
+		// The text is cut to MaxOutputLength, as Error is.
+		ce := exec(t, sb, "import sys; sys.exit('x' * 2000)")
+		if ce.Exit == nil || ce.Exit.Status != 1 || !ce.Truncated || len(ce.Exit.Stderr) > 1000 || !strings.HasPrefix(ce.Exit.Stderr, "xxx") {
+			t.Errorf("a long message: %+v, truncated %v", ce.Exit, ce.Truncated)
+		}
+	})
+}

@@ -308,7 +308,7 @@ func runBlocks(parent context.Context, ios *iostreams, o *execOptions) error {
 			return fmt.Errorf("%s: %w", o.sources[i].name, orInterrupted(ctx, err))
 		case exited:
 			if message != "" && !o.json {
-				fmt.Fprintln(ios.ErrOut, message)
+				io.WriteString(ios.ErrOut, message)
 			}
 			return exitStatus(status)
 		case ce.ErrorType == "KeyboardInterrupt":

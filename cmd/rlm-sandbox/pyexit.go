@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"math/big"
 	"regexp"
 	"strconv"
 	"strings"
@@ -35,36 +34,16 @@ const processExitType = "ProcessExit"
 // failed without a Python exception.
 const sandboxErrorType = "SandboxError"
 
-// systemExit reads the SystemExit that ended an execution the way CPython
-// does at the top level: no argument, None, 0 and False exit 0, an int
-// exits with it (its low 8 bits, as the operating system keeps them; 255
-// when it does not fit a C long), anything else is printed on stderr and
-// exits 1. ok is false when the execution did not end in SystemExit.
-//
-// The library reports the exception as text only (CodeExecution.Error is
-// "SystemExit: " and str(code)), so the code's type is guessed from its
-// str(): a str that reads as an int, "None", "True" or "False" counts as
-// that value, and SystemExit("") as SystemExit(None). A subclass of
-// SystemExit (reported under its own name) counts as any other exception.
-func systemExit(ce *supervisor.CodeExecution) (status int, message string, ok bool) {
-	if ce == nil || ce.ErrorType != "SystemExit" {
+// systemExit reads the SystemExit that ended an execution (sys.exit,
+// exit(), or a subclass of SystemExit): the status CPython exits with at
+// the top level of a script, and what it writes on stderr first (str() of
+// a code that is neither None nor an int, and a newline; else ""). ok is
+// false when the execution did not end in SystemExit.
+func systemExit(ce *supervisor.CodeExecution) (status int, stderr string, ok bool) {
+	if ce == nil || ce.Exit == nil {
 		return 0, "", false
 	}
-	code, _ := strings.CutPrefix(ce.Error, "SystemExit")
-	code, _ = strings.CutPrefix(code, ": ")
-	switch code {
-	case "", "None", "False":
-		return 0, "", true
-	case "True":
-		return 1, "", true
-	}
-	if n, ok := new(big.Int).SetString(code, 10); ok && !strings.HasPrefix(code, "+") {
-		if !n.IsInt64() {
-			return 255, "", true // PyLong_AsLong fails: -1
-		}
-		return int(n.Int64() & 0xff), "", true
-	}
-	return 1, code, true
+	return ce.Exit.Status, ce.Exit.Stderr, true
 }
 
 // processExitRE finds the status in the error of an interpreter that ended

@@ -232,9 +232,7 @@ wait:
 	}
 	// exit() and sys.exit() end the session with CPython's status.
 	if status, message, ok := systemExit(res.ce); ok && res.err == nil {
-		if message != "" {
-			fmt.Fprintln(r.ios.ErrOut, message)
-		}
+		io.WriteString(r.ios.ErrOut, message)
 		if status != 0 {
 			return exitStatus(status)
 		}

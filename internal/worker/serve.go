@@ -361,6 +361,9 @@ func (s *server) execute(ctx context.Context, id uint64, b ipc.Execute) error {
 	r := ipc.Result{DurationNanos: int64(res.Duration)}
 	if e := res.Error; e != nil {
 		r.Error, r.ErrorType, r.Traceback = e.Error(), e.Type, e.Traceback
+		if x := e.Exit; x != nil {
+			r.SystemExit, r.ExitStatus, r.ExitStderr = true, x.Status, x.Stderr
+		}
 	}
 	return s.out.send(ipc.KindResult, id, r)
 }
