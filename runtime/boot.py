@@ -623,6 +623,7 @@ def _rlm_boot():
         try:
             r = serve(recv())
         except BaseException as e:
+            spent(e)  # a request that ran out of memory: room for the next
             flush()
             r = (2, type_name(e), capped(message(e)))
         send(r)
@@ -717,6 +718,9 @@ def _rlm_boot():
             r = fast
         elif op == "rearm":
             r = (rearm(),)
+        elif op == "spend":
+            state["reserve"] = None
+            r = (0,)
         elif op == "version":
             r = ("%d.%d.%d" % sys.version_info[:3],)
         elif op == "del":

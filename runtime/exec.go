@@ -114,6 +114,7 @@ func (in *Interpreter) exec(ctx context.Context, code string, interactive bool, 
 		}
 	}
 	start := time.Now()
+	refused := in.host.MemoryRefused()
 	var calls int
 	var reply any
 	var err error
@@ -153,10 +154,21 @@ func (in *Interpreter) exec(ctx context.Context, code string, interactive bool, 
 	}
 	// The bootstrap lets go of a reserve of memory on a MemoryError (so
 	// that the next cell can run, a del say); it takes it again after
-	// the first cell that runs without error.
+	// the first cell that runs without error. A cell that ran out of
+	// memory and caught the MemoryError (or raised another exception)
+	// may keep what filled the memory just the same: the host asks the
+	// bootstrap to let go of the reserve then.
 	switch {
 	case res.Error != nil && res.Error.Type == "MemoryError":
 		in.reserveSpent.Store(true)
+	case in.host.MemoryRefused() != refused:
+		if !in.reserveSpent.Load() {
+			_, err := in.request(ctx, spendRequest, Output{})
+			var re *RequestError
+			if err == nil || errors.As(err, &re) { // even a MemoryError serving it lets go
+				in.reserveSpent.Store(true)
+			}
+		}
 	case res.Error == nil && in.reserveSpent.Load():
 		if v, err := in.request(ctx, rearmRequest, Output{}); err == nil {
 			if t, ok := v.([]any); ok && len(t) == 1 && t[0] == true {
@@ -444,6 +456,9 @@ func (in *Interpreter) serveLocked(ctx context.Context, out Output, run func() (
 		if t[1] == "KeyboardInterrupt" {
 			return nil, ErrInterrupted
 		}
+		if t[1] == "MemoryError" {
+			in.reserveSpent.Store(true) // the bootstrap let go of it
+		}
 		return nil, &RequestError{Type: fmt.Sprint(t[1]), Message: fmt.Sprint(t[2])}
 	}
 	return v, nil
@@ -474,8 +489,12 @@ func (in *Interpreter) drainSignals() {
 	}
 }
 
-// rearmRequest asks the bootstrap to take its memory reserve again.
-var rearmRequest, _ = pymarshal.Encode(pymarshal.Tuple{"rearm"})
+// rearmRequest asks the bootstrap to take its memory reserve again, and
+// spendRequest to let go of it.
+var (
+	rearmRequest, _ = pymarshal.Encode(pymarshal.Tuple{"rearm"})
+	spendRequest, _ = pymarshal.Encode(pymarshal.Tuple{"spend"})
+)
 
 // decode reads a value the guest sent, keeping dicts' order when the
 // configuration asks for it (Config.KeepDictOrder).

@@ -386,6 +386,16 @@ func (in *Interpreter) fastFail(f *fastState, err error) (bool, error) {
 		return false, err
 	}
 	exc, err := f.call(in, f.fn.raised)
+	if err == nil && exc == 0 {
+		// A call failed without setting an exception: CPython's out of
+		// memory paths that skip PyErr_NoMemory (compile's tokenizer, when
+		// its PyMem_Calloc fails, after code that caught a MemoryError kept
+		// what filled the memory). It is that MemoryError, which fail()
+		// reports, letting go of the bootstrap's reserve for the next cell.
+		if _, err = f.call(in, f.fn.noMemory); err == nil {
+			exc, err = f.call(in, f.fn.raised)
+		}
+	}
 	if err != nil {
 		return false, err
 	}

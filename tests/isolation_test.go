@@ -130,10 +130,35 @@ func memoryFilledAndKept(t *testing.T, sb supervisor.Sandbox) {
 		if ce.ErrorType != "MemoryError" {
 			t.Fatalf("round %d: filling memory: %+v", round, ce)
 		}
-		for _, c := range []struct{ code, out string }{{"print('next')", "next\n"}, {"del fs", ""}, {"print(len(bytearray(10 << 20)))", "10485760\n"}} {
-			if ce := exec(t, sb, c.code); ce.Error != "" || ce.Stdout != c.out {
-				t.Fatalf("round %d: %q: %+v", round, c.code, ce)
-			}
+		afterFilled(t, sb, round)
+	}
+	// The same when the code catches the MemoryError and keeps what filled
+	// the memory: the next cell failed ("fast path: a C API call failed
+	// without an exception", in the worker as an internal error), and so
+	// did every later one, get_variable and set_variable too, until
+	// Restart.
+	for round := range 2 {
+		ce := exec(t, sb, "fs = []\ntry:\n    while True:\n        fs.append('y' * 10000)\nexcept MemoryError:\n    print('caught')")
+		if ce.Error != "" || ce.Stdout != "caught\n" {
+			t.Fatalf("round %d: filling memory and catching the MemoryError: %+v", round, ce)
+		}
+		if _, found, err := sb.GetVariable(context.Background(), "round"); err != nil || found {
+			t.Fatalf("round %d: GetVariable: %v %v", round, found, err)
+		}
+		if err := sb.SetVariable(context.Background(), "small", "value"); err != nil {
+			t.Fatalf("round %d: SetVariable: %v", round, err)
+		}
+		afterFilled(t, sb, round)
+	}
+}
+
+// afterFilled checks that the cells after memory was filled run, and let
+// go of it.
+func afterFilled(t *testing.T, sb supervisor.Sandbox, round int) {
+	t.Helper()
+	for _, c := range []struct{ code, out string }{{"print('next')", "next\n"}, {"del fs", ""}, {"print(len(bytearray(10 << 20)))", "10485760\n"}} {
+		if ce := exec(t, sb, c.code); ce.Error != "" || ce.Stdout != c.out {
+			t.Fatalf("round %d: %q: %+v", round, c.code, ce)
 		}
 	}
 }

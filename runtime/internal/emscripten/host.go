@@ -62,6 +62,7 @@ type Host struct {
 	killed         atomic.Bool
 	delivered      atomic.Int64
 	idle           atomic.Int64 // ns the guest spent waiting in the host (AddIdle)
+	refused        atomic.Int64 // heap growths refused (see MemoryRefused)
 	checked        func()       // see SetSignalCheck
 
 	iov [][]byte // the buffers of the guest's current read or write (rw)

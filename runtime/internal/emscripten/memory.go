@@ -178,6 +178,7 @@ func (h *Host) resizeHeap(_ context.Context, mod api.Module, stack []uint64) {
 	old := uint64(m.Size())
 	max := h.maxMemory()
 	if req > max {
+		h.refused.Add(1)
 		stack[0] = 0
 		return
 	}
@@ -203,8 +204,13 @@ func (h *Host) resizeHeap(_ context.Context, mod api.Module, stack []uint64) {
 			return
 		}
 	}
+	h.refused.Add(1)
 	stack[0] = 0
 }
+
+// MemoryRefused counts the guest's requests for more memory refused so
+// far (malloc returned NULL: Python raised MemoryError, or code caught it).
+func (h *Host) MemoryRefused() int64 { return h.refused.Load() }
 
 func (h *Host) getHeapMax(_ context.Context, _ api.Module, stack []uint64) {
 	stack[0] = uint64(uint32(h.maxMemory()))
