@@ -40,6 +40,15 @@ func setProcAttr(cmd *exec.Cmd, h Hardening, ns bool) []string {
 	return layers
 }
 
+// killGroup kills the process group of a worker that has one of its own
+// (hardened: setProcAttr's Setpgid), so that what it started goes with
+// it: a wrapper script's children, which would keep its pipes open.
+func killGroup(cmd *exec.Cmd) {
+	if a := cmd.SysProcAttr; a != nil && a.Setpgid && cmd.Process != nil && cmd.Process.Pid > 0 {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+}
+
 // namespaces remembers why the kernel refused new namespaces, once it has:
 // later workers start without trying again.
 var namespaces struct {

@@ -10,6 +10,8 @@ import (
 
 func setProcAttr(*exec.Cmd, Hardening, bool) []string { return nil }
 
+func killGroup(*exec.Cmd) {}
+
 func namespacesRefused() string { return "userns, netns: Linux only" }
 
 func refuseNamespaces(error) bool { return false }

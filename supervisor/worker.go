@@ -249,13 +249,17 @@ func startWorker(ctx context.Context, cfg Config, wc workerCommand, ns bool, ref
 	}
 	enlargePipe(stdout)
 	cmd.Stdout = stdoutW
-	stderr, err := cmd.StderrPipe()
+	// Not StderrPipe either: the reaper below reads it to its end, but
+	// waits for the process without waiting for that end, which a
+	// process the worker started may hold off (a wrapper script's).
+	stderr, stderrW, err := os.Pipe()
 	if err != nil {
 		page.Close()
 		stdout.Close()
 		stdoutW.Close()
 		return nil, fmt.Errorf("%w: %v", ErrWorkerUnavailable, err)
 	}
+	cmd.Stderr = stderrW
 	oomKills := selfOOMCounter() // the worker starts in this process's cgroup
 	var oomBase int64
 	if oomKills != nil {
@@ -263,12 +267,14 @@ func startWorker(ctx context.Context, cfg Config, wc workerCommand, ns bool, ref
 	}
 	err = cmd.Start()
 	stdoutW.Close()
+	stderrW.Close()
 	if err != nil {
 		if stageFile != nil {
 			stageFile.Close()
 		}
 		page.Close()
 		stdout.Close()
+		stderr.Close()
 		if ns && refuseNamespaces(err) {
 			return nil, fmt.Errorf("%w: %v", errNamespaces, err)
 		}
@@ -289,8 +295,21 @@ func startWorker(ctx context.Context, cfg Config, wc workerCommand, ns bool, ref
 	s.answerers = newAnswerers(s.exited, s.cfg.MaxBridgeConcurrency)
 	log := cfg.Logger.With("worker_pid", cmd.Process.Pid)
 	go func() {
-		s.pumpLogs(stderr) // until the process is gone or closed its stderr
-		s.exit = s.explainExit(cmd.Wait())
+		pumped := make(chan struct{})
+		go func() {
+			s.pumpLogs(stderr) // until the process is gone or closed its stderr
+			close(pumped)
+		}()
+		werr := cmd.Wait()
+		// The worker's last lines are logged before it is reported gone,
+		// unless a process it started keeps its stderr open.
+		select {
+		case <-pumped:
+		case <-time.After(stderrGrace):
+		}
+		stderr.Close()
+		<-pumped
+		s.exit = s.explainExit(werr)
 		if stageFile != nil {
 			stageFile.Close()
 		}
@@ -382,11 +401,16 @@ func (s *workerSandbox) explainExit(err error) error {
 		errs: []error{ErrOutOfMemory, err}}
 }
 
+// stderrGrace is how long the reaper waits, once the worker exited, for
+// the end of its stderr, which processes it started may keep open.
+const stderrGrace = 200 * time.Millisecond
+
 // kill ends the process (idempotent) and releases the page and the
 // pipe once it is reaped.
 func (s *workerSandbox) kill() {
 	s.killing.Store(true)
 	_ = s.cmd.Process.Kill()
+	killGroup(s.cmd) // and what it started, in its process group if it has one
 	_ = s.stdin.Close()
 	<-s.exited
 	s.page.Close()

@@ -637,3 +637,75 @@ func TestWorkerCompilingGetsTime(t *testing.T) {
 type writerFunc func(p []byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestWorkerWrapperChild: a worker started through a wrapper script whose
+// child keeps the worker's pipes open (`sleep &` before exec, or a script
+// that runs its command without exec) does not hold up New or Destroy:
+// they waited for the end of its stderr, with no time limit (New ignored
+// StartTimeout and ctx for 12 minutes); and the hardened worker's process
+// group goes with it, the child included.
+func TestWorkerWrapperChild(t *testing.T) {
+	dir := t.TempDir()
+	childPid := filepath.Join(dir, "child.pid")
+	script := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	readPid := func() int {
+		b, err := os.ReadFile(childPid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pid
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, h := range []supervisor.Hardening{supervisor.HardeningOn, supervisor.HardeningOff} {
+		t.Run("Destroy/"+h.String(), func(t *testing.T) {
+			wrapper := script("bg.sh", "sleep 1000 &\necho $! > "+childPid+"\nexec "+os.Getenv("RLM_WORKER")+" \"$@\"\n")
+			sb, err := supervisor.New(ctx, supervisor.Config{UseWorker: supervisor.WorkerAlways, WorkerPath: wrapper, Hardening: h})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sb.Initialize(ctx, "x"); err != nil {
+				t.Fatal(err)
+			}
+			if ce := exec(t, sb, "print(context)"); ce.Stdout != "x\n" {
+				t.Fatalf("%+v", ce)
+			}
+			destroyed := make(chan error, 1)
+			go func() { destroyed <- sb.Destroy() }()
+			select {
+			case <-destroyed:
+			case <-ctx.Done():
+				t.Fatal("Destroy still waits a minute later")
+			}
+			if h == supervisor.HardeningOn {
+				waitGone(t, []int{readPid()}, 10*time.Second) // it was in the worker's process group
+			} else {
+				syscall.Kill(readPid(), syscall.SIGKILL) // a plain child process's child: left
+			}
+		})
+	}
+	t.Run("New", func(t *testing.T) {
+		wrapper := script("fg.sh", "sleep 1000 &\necho $! > "+childPid+"\nwait\n")
+		start, cancelStart := context.WithTimeout(ctx, 30*time.Second)
+		defer cancelStart()
+		sb, err := supervisor.New(start, supervisor.Config{UseWorker: supervisor.WorkerAlways, WorkerPath: wrapper, StartTimeout: time.Second})
+		if err == nil {
+			sb.Destroy()
+			t.Fatal("New started a worker that never says hello")
+		}
+		if start.Err() != nil || !errors.Is(err, supervisor.ErrWorkerUnavailable) {
+			t.Fatalf("New returned %v (its context: %v), want ErrWorkerUnavailable within StartTimeout", err, start.Err())
+		}
+		waitGone(t, []int{readPid()}, 10*time.Second)
+	})
+}
