@@ -932,6 +932,75 @@ def _rlm_boot():
 
     os.kill = checked_kill(os.kill)
 
+    # musl's strftime, which Emscripten builds CPython with, writes nothing
+    # at all for a directive it does not know (glibc's %k %l %P, or one
+    # that glibc copies as it is: %Q, a lone % at the end), and
+    # time.strftime returns "" then, silently: datetime.strftime and
+    # logging's datefmt too, which call it. It also ignores flags (^ #)
+    # and widths (%10A). Such formats are written here a directive at a
+    # time, as glibc writes them; the others, as musl did.
+    def glibc_strftime(strftime):
+        import functools
+        known = frozenset("aAbBcCdDeFgGhHIjmMnprRsStTuUVwWxXyYzZ")
+        numeric = frozenset("CdGgHIjmMSsUuVWwYykle")
+
+        def special(f):
+            # Flags or a width, which musl ignores.
+            i = f.find("%")
+            while i >= 0:
+                j = i + 1
+                while f[j:j + 1] in ("-", "_", "0"):
+                    j += 1
+                if f[j:j + 1] and f[j] in "^#123456789":
+                    return True
+                i = f.find("%", j + 1 if f[j:j + 1] == "%" else j)
+            return False
+
+        def one(flags, width, conv, t):
+            # One directive as glibc writes it; None: glibc copies it.
+            if conv in "kl":  # the hour (24 or 12), padded with spaces
+                s = str(t.tm_hour if conv == "k" else t.tm_hour % 12 or 12)
+                width = width or "2"
+            elif conv == "P":
+                s = strftime("%p", t).lower()
+            elif conv in known:
+                pad = "".join(f for f in flags if f in "-_0")[-1:]
+                s = strftime("%" + pad + (width if conv in "CFGY" else "") + conv, t)
+            else:
+                return None
+            if width and len(s) < int(width) and "-" not in flags:
+                zero = "0" in flags or (conv in numeric and conv not in "ekl" and "_" not in flags)
+                s = s.rjust(int(width), "0" if zero else " ")
+            if "^" in flags:
+                s = s.upper()
+            elif "#" in flags:
+                s = s.lower() if conv in "pZ" else s.upper()
+            return s
+
+        @functools.wraps(strftime)
+        def wrapper(format, *t):
+            s = strftime(format, *t)
+            if not isinstance(format, str) or "%" not in format or (s and not special(format)):
+                return s
+            import re
+            tt = time.localtime() if not t else t[0] if isinstance(t[0], time.struct_time) else time.struct_time(t[0])
+            out, pos = [], 0
+            for m in re.finditer(r"%([-_0^#]*)([0-9]*)[EO]?(.|$)", format, re.S):
+                out.append(format[pos:m.start()])
+                pos = m.end()
+                flags, width, conv = m.groups()
+                if conv in ("", "%"):
+                    out.append(conv or "%")  # a lone % at the end stays
+                    continue
+                d = one(flags, width, conv, tt)
+                out.append(m.group(0) if d is None else d)
+            out.append(format[pos:])
+            return "".join(out)
+
+        return wrapper
+
+    time.strftime = glibc_strftime(time.strftime)
+
     # breakpoint() does nothing, as with PYTHONBREAKPOINT=0: there is no
     # console for a debugger (pdb would read end of file and exit).
     os.environ["PYTHONBREAKPOINT"] = "0"

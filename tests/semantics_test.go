@@ -384,3 +384,36 @@ func TestProcessTimeLeavesOutWaits(t *testing.T) {
 		}
 	})
 }
+
+// TestStrftimeAsGlibc: strftime writes what glibc's writes (CPython on
+// Linux): musl's, which Pyodide's CPython has, wrote nothing at all for a
+// format with a directive it does not know (%k %l %P, %Q, a lone % at the
+// end), so time.strftime, datetime.strftime and logging's datefmt
+// returned "", and it ignored flags and widths. The expected lines are
+// CPython 3.11's on glibc.
+func TestStrftimeAsGlibc(t *testing.T) {
+	code := `import datetime, time, logging, io
+fmts = ['%l:%M %P', '%k', '%^a', 'Done: 100%', '%Y-%m-%d %Q', '%10A', '%#b %#p', '%-l', '%_d %-d %05d', '%^10a', '%5k',
+        '%010l', '%_5H', '%3m', '%Y-%m-%dT%H:%M:%S', '%b %e %l:%M:%S %P', '%c', '%%k']
+for d in (datetime.datetime(2024, 6, 1, 15, 5, 9), datetime.datetime(2024, 6, 1, 0, 5, 9)):
+    print([d.strftime(f) for f in fmts])
+print(time.strftime('%k:%M', (2024, 6, 1, 9, 5, 0, 5, 153, 0)))
+s = io.StringIO()
+h = logging.StreamHandler(s)
+h.setFormatter(logging.Formatter('%(asctime)s %(message)s', datefmt='%l %P'))
+log = logging.getLogger('t')
+log.addHandler(h)
+log.warning('hi')
+print(len(s.getvalue().split()) == 3 and s.getvalue().split()[1] in ('am', 'pm'))`
+	want := `[' 3:05 pm', '15', 'SAT', 'Done: 100%', '2024-06-01 %Q', '  Saturday', 'JUN pm', '3', ' 1 1 00001', '       SAT', '   15', '0000000003', '   15', '006', '2024-06-01T15:05:09', 'Jun  1  3:05:09 pm', 'Sat Jun  1 15:05:09 2024', '%k']
+['12:05 am', ' 0', 'SAT', 'Done: 100%', '2024-06-01 %Q', '  Saturday', 'JUN am', '12', ' 1 1 00001', '       SAT', '    0', '0000000012', '    0', '006', '2024-06-01T00:05:09', 'Jun  1 12:05:09 am', 'Sat Jun  1 00:05:09 2024', '%k']
+ 9:05
+True
+`
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "")
+		if ce := exec(t, sb, code); ce.Error != "" || ce.Stdout != want {
+			t.Fatalf("got %q (%s), want %q", ce.Stdout, ce.Error, want)
+		}
+	})
+}
