@@ -381,15 +381,46 @@ func TestCLIOutputNotWritten(t *testing.T) {
 		t.Skip("no /dev/full")
 	}
 	defer full.Close()
-	for _, args := range [][]string{{"exec", "-c", "print('hello')"}, {"exec", "--json", "-c", "print('hello')"}} {
+	// Code that goes on printing is stopped at the first failed write (it
+	// ran to its time limit, which then hid the cause: status 124).
+	loop := []string{"--timeout", "20s", "-c", "while True: print('hello')"}
+	for _, args := range [][]string{{"exec", "-c", "print('hello')"}, {"exec", "--json", "-c", "print('hello')"}, append([]string{"exec"}, loop...)} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			cmd := osexec.Command(cliBin(t), args...)
 			var stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = full, &stderr
 			code := exitStatus(t, cmd.Run())
-			if code != 3 || !strings.Contains(stderr.String(), "no space left on device") {
+			if code != 3 || !strings.Contains(stderr.String(), "no space left on device") || strings.Contains(stderr.String(), "KeyboardInterrupt") {
 				t.Fatalf("status %d, stderr %q; want 3 and the write's error", code, stderr.String())
 			}
 		})
+	}
+}
+
+// TestCLIContextLargerThanMemory: a context larger than the sandbox's
+// memory, or code longer than it takes, is a usage error, found without
+// reading it all (the command read /dev/zero until the machine's memory
+// was gone).
+func TestCLIContextLargerThanMemory(t *testing.T) {
+	big := filepath.Join(t.TempDir(), "big.txt")
+	if err := os.WriteFile(big, bytes.Repeat([]byte("x"), 40<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"exec", "--context-file", "/dev/zero", "-c", "1"},
+		{"exec", "--memory-limit", "32M", "--context-file", big, "-c", "1"},
+	} {
+		_, errOut, code := runCLI(t, "", args...)
+		if code != 2 || !strings.Contains(errOut, "larger than the sandbox's memory") {
+			t.Errorf("%v: status %d, stderr %q; want 2 and the reason", args, code, errOut)
+		}
+	}
+	// And code longer than a sandbox takes (64 MiB).
+	if _, errOut, code := runCLI(t, "", "exec", "/dev/zero"); code != 2 || !strings.Contains(errOut, "longer than a sandbox takes") {
+		t.Errorf("exec /dev/zero: status %d, stderr %q; want 2 and the reason", code, errOut)
+	}
+	// Under the limit, as before.
+	if out, errOut, code := runCLI(t, "", "exec", "--memory-limit", "64M", "--context-file", big, "-c", "print(len(context))"); code != 0 || out != "41943040\n" {
+		t.Errorf("a 40 MiB context under 64M: status %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }

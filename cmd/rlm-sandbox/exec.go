@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync"
 
+	"github.com/rlm-sandbox/rlm-sandbox/ipc"
 	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -148,7 +148,10 @@ func (o *execOptions) readSources(stdin io.Reader) (codes []string, failed int, 
 		case "":
 			codes[i] = s.code
 		case "-":
-			b, err := io.ReadAll(stdin)
+			b, err := readExact(stdin, maxCode)
+			if errors.Is(err, errTooLong) {
+				return nil, i, usageErrorf("the code on standard input is longer than a sandbox takes (%d MiB)", maxCode>>20)
+			}
 			if err != nil {
 				return nil, i, fmt.Errorf("read code from standard input: %w", err)
 			}
@@ -156,7 +159,10 @@ func (o *execOptions) readSources(stdin io.Reader) (codes []string, failed int, 
 				return nil, i, err
 			}
 		default:
-			b, err := os.ReadFile(s.path)
+			b, err := readFile(s.path, maxCode)
+			if errors.Is(err, errTooLong) {
+				return nil, i, usageErrorf("%s is longer than a sandbox takes (%d MiB)", s.path, maxCode>>20)
+			}
 			if err != nil {
 				return nil, i, usageErrorf("%v", err)
 			}
@@ -170,12 +176,18 @@ func (o *execOptions) readSources(stdin io.Reader) (codes []string, failed int, 
 
 func runExec(parent context.Context, ios *iostreams, o *execOptions) error {
 	// Output that could not be written (a full disk, a file size limit)
-	// fails the command, as a lost line of a script's output would.
+	// fails the command, as a lost line of a script's output would, and
+	// stops the code at once (it ran on to its time limit, which then
+	// hid the cause), as CPython's first failed print does.
+	ctx, stop := context.WithCancelCause(parent)
+	defer stop(nil)
 	checked := *ios
-	out, errOut := &checkedWriter{w: ios.Out}, &checkedWriter{w: ios.ErrOut}
+	out := &checkedWriter{w: ios.Out, failed: func(error) { stop(errOutputLost) }}
+	errOut := &checkedWriter{w: ios.ErrOut, failed: func(error) { stop(errOutputLost) }}
 	checked.Out, checked.ErrOut = out, errOut
-	err := runBlocks(parent, &checked, o)
-	if err == nil || errors.Is(err, errPython) {
+	err := runBlocks(ctx, &checked, o)
+	var sig *signalError
+	if err == nil || !errors.As(err, &sig) {
 		if werr := out.failure(); werr != nil {
 			return fmt.Errorf("write standard output: %w", werr)
 		}
@@ -186,21 +198,35 @@ func runExec(parent context.Context, ios *iostreams, o *execOptions) error {
 	return err
 }
 
-// checkedWriter is a writer that remembers its first failure.
+// maxCode bounds what exec reads as one block's code: a worker takes at
+// most a frame's worth (64 MiB), and /dev/zero has no end.
+const maxCode = ipc.MaxFrameSize
+
+// errOutputLost is the cause of the context of blocks stopped because
+// their output could not be written.
+var errOutputLost = errors.New("the output could not be written")
+
+// checkedWriter is a writer that remembers its first failure, and calls
+// failed with it.
 type checkedWriter struct {
-	w   io.Writer
-	mu  sync.Mutex
-	err error
+	w      io.Writer
+	failed func(error)
+	mu     sync.Mutex
+	err    error
 }
 
 func (c *checkedWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	if err != nil {
 		c.mu.Lock()
-		if c.err == nil {
+		first := c.err == nil
+		if first {
 			c.err = err
 		}
 		c.mu.Unlock()
+		if first && c.failed != nil {
+			c.failed(err)
+		}
 	}
 	return n, err
 }
@@ -294,7 +320,9 @@ func runBlocks(parent context.Context, ios *iostreams, o *execOptions) error {
 				io.WriteString(ios.Out, ce.Stdout)
 				io.WriteString(ios.ErrOut, ce.Stderr)
 			}
-			if ce.Traceback != "" && !o.json && !exited {
+			// Not the KeyboardInterrupt of code stopped because its output
+			// could not be written: the command says why.
+			if ce.Traceback != "" && !o.json && !exited && context.Cause(parent) != errOutputLost {
 				io.WriteString(ios.ErrOut, withNewline(ce.Traceback))
 			}
 		}

@@ -12,18 +12,25 @@ import (
 // string of its bytes. A regular file (standard input redirected from one)
 // is read into one allocation of the size left to read, as os.ReadFile
 // does; anything else, such as a pipe, into chunks joined once at the end.
-func readExact(r io.Reader) ([]byte, error) {
+//
+// More than limit bytes is errTooLong, found without reading much past
+// the limit: a sandbox could not hold them, and reading /dev/zero (or
+// `yes |`) to its end would take all of this machine's memory.
+func readExact(r io.Reader, limit int64) ([]byte, error) {
 	f, ok := r.(*os.File)
 	if !ok {
-		return readChunks(r, nil)
+		return readChunks(r, nil, limit)
 	}
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() {
-		return readChunks(r, nil)
+		return readChunks(r, nil, limit)
 	}
 	off, err := f.Seek(0, io.SeekCurrent)
 	if err != nil || fi.Size() <= off {
-		return readChunks(r, nil)
+		return readChunks(r, nil, limit)
+	}
+	if fi.Size()-off > limit {
+		return nil, errTooLong
 	}
 	b := make([]byte, fi.Size()-off)
 	n, err := io.ReadFull(f, b)
@@ -33,13 +40,16 @@ func readExact(r io.Reader) ([]byte, error) {
 	case err != nil:
 		return nil, err
 	}
-	return readChunks(f, b) // the file may have grown
+	return readChunks(f, b, limit) // the file may have grown
 }
+
+// errTooLong is readExact's error for more than its limit.
+var errTooLong = errors.New("too long")
 
 // readChunks reads r to its end after first, in chunks of growing size,
 // and joins them: the result's capacity is its length unless r had
-// nothing after first.
-func readChunks(r io.Reader, first []byte) ([]byte, error) {
+// nothing after first. More than limit bytes in all is errTooLong.
+func readChunks(r io.Reader, first []byte, limit int64) ([]byte, error) {
 	var chunks [][]byte
 	total := len(first)
 	for size := 64 << 10; ; size = min(2*size, 16<<20) {
@@ -48,6 +58,9 @@ func readChunks(r io.Reader, first []byte) ([]byte, error) {
 		if n > 0 {
 			chunks = append(chunks, buf[:n])
 			total += n
+		}
+		if int64(total) > limit {
+			return nil, errTooLong
 		}
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			break
@@ -67,4 +80,14 @@ func readChunks(r io.Reader, first []byte) ([]byte, error) {
 		out = append(out, c...)
 	}
 	return out, nil
+}
+
+// readFile is os.ReadFile with readExact's limit.
+func readFile(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readExact(f, limit)
 }

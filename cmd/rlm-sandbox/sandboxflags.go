@@ -127,15 +127,29 @@ func (o *sandboxOptions) contextValue(stdin io.Reader) (any, error) {
 	if n > 1 {
 		return nil, usageErrorf("give one of --context, --context-file and --context-json")
 	}
+	// A text context larger than the interpreter's memory cannot fit.
+	limit := int64(o.memoryLimit)
+	if limit == 0 {
+		limit = maxMemoryLimit
+	}
+	tooLong := func(what string) error {
+		return usageErrorf("%s is larger than the sandbox's memory (%d MiB, --memory-limit): it cannot hold it", what, limit>>20)
+	}
 	switch {
 	case o.contextFile == "-":
-		b, err := readExact(stdin)
+		b, err := readExact(stdin, limit)
+		if errors.Is(err, errTooLong) {
+			return nil, tooLong("--context-file -: standard input")
+		}
 		if err != nil {
 			return nil, fmt.Errorf("read the context from standard input: %w", err)
 		}
 		return fileText(b), nil
 	case o.contextFile != "":
-		b, err := os.ReadFile(o.contextFile)
+		b, err := readFile(o.contextFile, limit)
+		if errors.Is(err, errTooLong) {
+			return nil, tooLong("--context-file " + o.contextFile)
+		}
 		if err != nil {
 			return nil, usageErrorf("--context-file: %v", err)
 		}
