@@ -45,14 +45,17 @@ func (s *server) dispatch(m *message, done doneFunc) {
 				return nil, &rpcError{Code: codeSandboxFailure, Message: err.Error(), Data: &errorData{Kind: kindTooLarge}}
 			}
 			if err != nil {
-				return nil, err
+				return nil, variableError(err)
 			}
 			return variableResult{Found: found, Value: toJSON(v)}, nil
 		})
 	case "set_variable":
 		var p setVariableParams
 		s.queue(m.Params, &p, &p.sandboxParam, done, func(e *sandboxEntry, sb supervisor.Sandbox, _ context.Context) (any, error) {
-			return struct{}{}, sb.SetVariable(s.ctx, p.Name, p.value)
+			if err := sb.SetVariable(s.ctx, p.Name, p.value); err != nil {
+				return nil, variableError(err)
+			}
+			return struct{}{}, nil
 		})
 	case "stats":
 		s.stats(m.Params, done)
@@ -275,6 +278,19 @@ func (s *server) queue(raw json.RawMessage, p any, sp *sandboxParam, done doneFu
 	if !ok {
 		done(nil, newRPCError(codeNoSuchSandbox, kindDestroyed, "sandbox %s was destroyed", e.id))
 	}
+}
+
+// variableError is the error of a get_variable or set_variable. A timeout
+// or cancel (of a value's own code: a __repr__, an __iter__) says whether
+// the sandbox is dead after it (the code ignored the interrupt and was
+// killed), as an execute's does.
+func variableError(err error) error {
+	re := toRPCError(err)
+	if d, ok := re.Data.(*errorData); ok && (re.Code == codeTimeout || re.Code == codeCanceled) {
+		dead := errors.Is(err, supervisor.ErrDead)
+		d.SandboxDead = &dead
+	}
+	return re
 }
 
 // stats answers at once, without waiting for the requests before it on

@@ -245,6 +245,36 @@ class SandboxTest(unittest.TestCase):
             worker.join(60)
             self.assertTrue(seen[-1].canceled)
 
+    def test_get_variable_whose_repr_is_killed_is_sandbox_dead(self):
+        # A value's own code that ignores the interrupt of cancel() is
+        # killed with the sandbox: SandboxDead, as for an execute (it was
+        # a plain SandboxError, and a framework's `except SandboxDead:
+        # restart()` missed it).
+        with Sandbox(binary=BIN) as sb:
+            sb.execute(
+                "class S:\n    def __repr__(self):\n        while True:\n            try:\n                while True: pass\n"
+                "            except BaseException: pass\ns = S()"
+            )
+            done = threading.Event()
+
+            def cancel_until_done():
+                # cancel() does nothing until the __repr__ runs: again,
+                # until get_variable returns.
+                while not done.wait(0.1):
+                    sb.cancel()
+
+            canceller = threading.Thread(target=cancel_until_done)
+            canceller.start()
+            try:
+                with self.assertRaises(SandboxDead) as cm:
+                    sb.get_variable("s")
+            finally:
+                done.set()
+                canceller.join()
+            self.assertEqual(cm.exception.code, -32002)
+            sb.restart()
+            self.assertEqual(sb.execute("print(1)").stdout, "1\n")
+
     def test_callbacks_see_the_callers_contextvars(self):
         var = contextvars.ContextVar("var", default="unset")
 

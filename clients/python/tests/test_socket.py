@@ -144,6 +144,13 @@ class ListenTest(unittest.TestCase):
             with Client(address="unix:" + self.path, token="wrong") as client:
                 client.create("abc")
         self.assertIn("unauthorized", str(cm.exception))
+        # Every later call raises the same (the server closed the
+        # connection): it was ServerClosed, as if the server had gone.
+        with Client(address="unix:" + self.path) as client:
+            for call in (lambda: client.create("abc"), client.version, client.version):
+                with self.assertRaises(SandboxError) as cm:
+                    call()
+                self.assertEqual(cm.exception.kind, "unauthorized")
 
 
 class MaxMessageTest(ListenTest):

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 if TYPE_CHECKING:
     import ssl
 
-from ._errors import CANCELED, TIMEOUT, NoSuchSandbox, ProtocolError, SandboxDead, SandboxError, ServerClosed
+from ._errors import CANCELED, TIMEOUT, UNAUTHORIZED, NoSuchSandbox, ProtocolError, SandboxDead, SandboxError, ServerClosed
 from ._transport import SocketTransport, StdioTransport, Transport, tls_context
 
 #: The protocol version of `rlm-sandbox serve` this client speaks.
@@ -625,6 +625,13 @@ class Client:
                 route = self._exec_routes.pop(message.get("id"), None)
                 if route is not None:
                     route.contexts.pop(message.get("id"), None)
+            error = message.get("error")
+            if isinstance(error, dict) and error.get("code") == UNAUTHORIZED:
+                # The server closes the connection after it: every later
+                # call raises the same, not ServerClosed.
+                with self._lock:
+                    if self._gone is None:
+                        self._gone = SandboxError.from_response(error)
             if pending is not None:
                 pending.response = message
                 pending.done.set()

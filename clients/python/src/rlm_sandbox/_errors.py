@@ -54,6 +54,8 @@ class SandboxError(Exception):
         }.get(code)
         if sub is None and code == SANDBOX_UNAVAILABLE and kind in ("dead", "worker_exited"):
             sub = SandboxDead
+        elif code in (TIMEOUT, CANCELED) and data.get("sandbox_dead") is True:
+            sub = SandboxDead  # get_variable or set_variable: a value's code ignored the interrupt and was killed
         return (sub or cls)(code, kind, message, data)
 
 
