@@ -3,6 +3,7 @@ package supervisor
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Errors callers can test with errors.Is. Python exceptions are not errors
@@ -67,3 +68,10 @@ type joinedError struct {
 
 func (e *joinedError) Error() string   { return e.msg }
 func (e *joinedError) Unwrap() []error { return e.errs }
+
+// opError is err with the operation that failed named once: the error of
+// a step that says "supervisor: " itself is not prefixed twice
+// ("supervisor: initialize: supervisor: execution canceled: ...").
+func opError(op string, err error) error {
+	return &joinedError{msg: "supervisor: " + op + ": " + strings.TrimPrefix(err.Error(), "supervisor: "), errs: []error{err}}
+}

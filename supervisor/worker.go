@@ -552,7 +552,7 @@ func (s *workerSandbox) Initialize(ctx context.Context, value any) error {
 	defer s.release()
 	wire, staged, err := s.stage(ctx, v)
 	if err != nil {
-		return fmt.Errorf("supervisor: initialize: %w", err)
+		return opError("initialize", err)
 	}
 	defer s.unstage()
 	if _, err := s.callRun(ctx, "initialize", ipc.KindInitialize, ipc.Initialize{Context: wire, Staged: staged}); err != nil {
@@ -713,7 +713,7 @@ func (s *workerSandbox) SetVariable(ctx context.Context, name string, value any)
 	}
 	wire, staged, err := s.stage(ctx, v)
 	if err != nil {
-		return fmt.Errorf("supervisor: set variable %s: %w", name, err)
+		return opError("set variable "+name, err)
 	}
 	defer s.unstage()
 	if name == "context" {

@@ -64,7 +64,7 @@ func (s *workerSandbox) readHello(ctx context.Context) (ipc.Message, error) {
 		return m, nil
 	case ctx.Err() != nil:
 		s.kill()
-		return m, fmt.Errorf("%w: %w", ErrCanceled, ctx.Err())
+		return m, canceledStart{context.Cause(ctx)}
 	case errors.Is(err, os.ErrDeadlineExceeded) && compiled:
 		s.kill()
 		return m, fmt.Errorf("%w: rlm-worker did not compile Pyodide within %v", ErrWorkerUnavailable, max(compileStartTimeout, s.cfg.StartTimeout))

@@ -708,4 +708,20 @@ func TestWorkerWrapperChild(t *testing.T) {
 		}
 		waitGone(t, []int{readPid()}, 10*time.Second)
 	})
+	// Its context ending first: the error says that starting a sandbox
+	// was cancelled (it said "execution canceled").
+	t.Run("New canceled", func(t *testing.T) {
+		wrapper := script("fg2.sh", "sleep 1000 &\necho $! > "+childPid+"\nwait\n")
+		start, cancelStart := context.WithTimeout(ctx, time.Second)
+		defer cancelStart()
+		sb, err := supervisor.New(start, supervisor.Config{UseWorker: supervisor.WorkerAlways, WorkerPath: wrapper, StartTimeout: time.Minute})
+		if err == nil {
+			sb.Destroy()
+			t.Fatal("New started a worker that never says hello")
+		}
+		if !errors.Is(err, supervisor.ErrCanceled) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "start a sandbox") || strings.Contains(err.Error(), "execution") {
+			t.Fatalf("New returned %v, want ErrCanceled saying that starting a sandbox was", err)
+		}
+		waitGone(t, []int{readPid()}, 10*time.Second)
+	})
 }
