@@ -609,7 +609,17 @@ def _rlm_boot():
         except BaseException as e:
             return "<%s object; repr() raised %s>" % (class_name(t), type_name(e))
 
+    def ident(name):
+        # The name as code spells it: Python's parser takes identifiers in
+        # NFKC form ("ｘ" in code is x), so a variable set or read by the
+        # host as "ｘ" is x too (it was a global no code could reach).
+        if name.isascii():
+            return name
+        import unicodedata
+        return unicodedata.normalize("NFKC", name)
+
     def get(name):
+        name = ident(name)
         if name not in g:
             return (0,)
         v = plain(g[name], 0, set())
@@ -673,7 +683,7 @@ def _rlm_boot():
     def take(name, value):
         # The host built a large str in place (runtime/text.go) and binds it.
         if name:
-            g[name] = value
+            g[ident(name)] = value
         else:
             set_context(value)
 
@@ -689,10 +699,10 @@ def _rlm_boot():
         elif op == "get":
             r = get(req[1])
         elif op == "set":
-            g[req[1]] = req[2]
+            g[ident(req[1])] = req[2]
             r = (0,)
         elif op == "set-text":
-            g[req[1]] = text(req[2])
+            g[ident(req[1])] = text(req[2])
             r = (0,)
         elif op == "ctx":
             set_context(req[2])
@@ -883,6 +893,9 @@ def _rlm_boot():
             return spec
 
     sys.meta_path.insert(0, Refuse)
+    # Nor are they listed as built in: pydoc's help("modules") imports
+    # every module so listed, and printed only the first refusal.
+    sys.builtin_module_names = tuple(m for m in sys.builtin_module_names if m not in unsupported)
 
     # There are no threads (Pyodide's CPython is built without them): the
     # error says so, and what to use for concurrent llm_query calls.
@@ -1000,6 +1013,12 @@ def _rlm_boot():
         return wrapper
 
     time.strftime = glibc_strftime(time.strftime)
+
+    # Modules the code writes to its working directory can be imported,
+    # as under `python -c` and at the interactive prompt ("" first on
+    # sys.path: the working directory at the time of the import).
+    if "" not in sys.path:
+        sys.path.insert(0, "")
 
     # breakpoint() does nothing, as with PYTHONBREAKPOINT=0: there is no
     # console for a debugger (pdb would read end of file and exit).

@@ -417,3 +417,23 @@ True
 		}
 	})
 }
+
+// TestImportFromWorkingDirectory: a module the code writes to its working
+// directory can be imported, as under `python -c` (sys.path had no ""),
+// also in the cell that writes it; and help("modules ...") lists modules
+// (it printed only the refusal of _ctypes, listed as built in).
+func TestImportFromWorkingDirectory(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "")
+		exec(t, sb, "open('helper_mod.py', 'w').write('V = 5\\n')")
+		if ce := exec(t, sb, "import helper_mod\nprint(helper_mod.V)"); ce.Error != "" || ce.Stdout != "5\n" {
+			t.Fatalf("%+v", ce)
+		}
+		if ce := exec(t, sb, "open('other_mod.py', 'w').write('W = 6')\nimport other_mod\nprint(other_mod.W)"); ce.Error != "" || ce.Stdout != "6\n" {
+			t.Fatalf("%+v", ce)
+		}
+		if ce := exec(t, sb, "help('modules json')"); ce.Error != "" || !strings.Contains(ce.Stdout, "json.decoder - ") || strings.Contains(ce.Stdout, "cannot import") {
+			t.Fatalf("%+v", ce)
+		}
+	})
+}

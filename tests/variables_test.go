@@ -451,3 +451,28 @@ func TestCancelReachesTheRunningCall(t *testing.T) {
 		}
 	})
 }
+
+// TestVariableNamesAsCodeSpellsThem: a name in another Unicode form than
+// NFKC (fullwidth letters, a ligature) is the variable code reaches by
+// it, as Python's parser normalises identifiers: it was a global no code
+// could reach, and get_variable missed what code bound.
+func TestVariableNamesAsCodeSpellsThem(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "")
+		ctx := context.Background()
+		if err := sb.SetVariable(ctx, "ｆｕｌｌ", int64(1)); err != nil {
+			t.Fatal(err)
+		}
+		if err := sb.SetVariable(ctx, "ｂｉｇ", strings.Repeat("é", 100_000)); err != nil { // the host-built str's path
+			t.Fatal(err)
+		}
+		if ce := exec(t, sb, "print(full, ｆｕｌｌ, len(big))\nﬁle = 5"); ce.Error != "" || ce.Stdout != "1 1 100000\n" {
+			t.Fatalf("%+v", ce)
+		}
+		for _, name := range []string{"file", "ﬁle"} {
+			if v, found, err := sb.GetVariable(ctx, name); err != nil || !found || v != int64(5) {
+				t.Fatalf("GetVariable(%q): %v %v %v", name, v, found, err)
+			}
+		}
+	})
+}
