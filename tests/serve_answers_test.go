@@ -38,6 +38,9 @@ func TestServeBridgeAnswers(t *testing.T) {
 		{`"error":{"code":1,"message":7}`, "BridgeError: the client's answer to llm_query was malformed", true},
 		{`"result":"a","error":{"code":1,"message":"m"}`, "BridgeError: the client's answer to llm_query was malformed", true},
 		{`"Result":"a"`, "BridgeError: the client's answer to llm_query was malformed", true},
+		// Valid JSON nested past Go's decoder (10,000 levels) was read as
+		// not JSON, answered with id null, and the call waited for ever.
+		{`"error":{"code":1,"message":"m","data":` + nested(10_001) + `}`, "BridgeError: the client's answer to llm_query was malformed", true},
 	}
 	for i, tc := range cases {
 		id := 10 + i

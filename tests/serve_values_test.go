@@ -21,33 +21,40 @@ func TestServeValueDepth(t *testing.T) {
 	if code, kind, msg := rpcError(t, m); code != -32602 || kind != "invalid_params" || !strings.Contains(msg, "200") || len(msg) > 200 {
 		t.Fatalf("create with a context too deep: %v", m)
 	}
-	c.send(`{"jsonrpc":"2.0","id":2,"method":"create","params":{"context":` + nested(200) + `}}`)
-	if r, _ := c.response(2, 2*time.Minute)["result"].(map[string]any); r == nil || r["sandbox"] != "s2" {
-		t.Fatalf("create with a context at the limit failed (the failed create took s1)")
+	// Past Go's decoder (10,000 levels) too: it was a parse error with id
+	// null, which no client waits for.
+	c.send(`{"jsonrpc":"2.0","id":7,"method":"create","params":{"context":` + nested(10_001) + `}}`)
+	m = c.response(7, time.Minute)
+	if code, kind, msg := rpcError(t, m); code != -32602 || kind != "invalid_params" || !strings.Contains(msg, "200") {
+		t.Fatalf("create with a context 10,001 levels deep: %v", m)
 	}
-	c.send(`{"jsonrpc":"2.0","id":3,"method":"set_variable","params":{"sandbox":"s2","name":"v","value":` + nested(201) + `}}`)
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"create","params":{"context":` + nested(200) + `}}`)
+	if r, _ := c.response(2, 2*time.Minute)["result"].(map[string]any); r == nil || r["sandbox"] != "s3" {
+		t.Fatalf("create with a context at the limit failed (the failed creates took s1 and s2)")
+	}
+	c.send(`{"jsonrpc":"2.0","id":3,"method":"set_variable","params":{"sandbox":"s3","name":"v","value":` + nested(201) + `}}`)
 	m = c.response(3, time.Minute)
 	if code, kind, msg := rpcError(t, m); code != -32602 || kind != "invalid_params" || !strings.Contains(msg, "200") || len(msg) > 200 {
 		t.Fatalf("set_variable with a value too deep: %v", m)
 	}
 	deepObject := strings.Repeat(`{"x":`, 201) + "1" + strings.Repeat("}", 201)
-	c.send(`{"jsonrpc":"2.0","id":4,"method":"set_variable","params":{"sandbox":"s2","name":"v","value":` + deepObject + `}}`)
+	c.send(`{"jsonrpc":"2.0","id":4,"method":"set_variable","params":{"sandbox":"s3","name":"v","value":` + deepObject + `}}`)
 	m = c.response(4, time.Minute)
 	if code, kind, msg := rpcError(t, m); code != -32602 || kind != "invalid_params" || len(msg) > 200 {
 		t.Fatalf("set_variable with an object too deep: %v", m)
 	}
-	c.send(`{"jsonrpc":"2.0","id":5,"method":"set_variable","params":{"sandbox":"s2","name":"v","value":` + nested(200) + `}}`)
+	c.send(`{"jsonrpc":"2.0","id":5,"method":"set_variable","params":{"sandbox":"s3","name":"v","value":` + nested(200) + `}}`)
 	if _, ok := c.response(5, time.Minute)["result"]; !ok {
 		t.Fatal("set_variable with a value at the limit failed")
 	}
 	// A name Python code could not use is invalid params too.
 	for i, name := range []string{"my var", "1x", "class", "a\xffb"} {
-		c.call(10+i, "set_variable", map[string]any{"sandbox": "s2", "name": name, "value": 1})
+		c.call(10+i, "set_variable", map[string]any{"sandbox": "s3", "name": name, "value": 1})
 		if code, kind, msg := rpcError(t, c.response(10+i, time.Minute)); code != -32602 || kind != "invalid_params" || !strings.Contains(msg, "not a Python variable name") {
 			t.Fatalf("set_variable %q: %d %s %s", name, code, kind, msg)
 		}
 	}
-	c.call(6, "execute", map[string]any{"sandbox": "s2", "code": "d = 0\nwhile isinstance(v, list):\n    v, d = v[0], d + 1\nprint(d, len(str(context)))"})
+	c.call(6, "execute", map[string]any{"sandbox": "s3", "code": "d = 0\nwhile isinstance(v, list):\n    v, d = v[0], d + 1\nprint(d, len(str(context)))"})
 	if r, _ := c.response(6, time.Minute)["result"].(map[string]any); r == nil || r["stdout"] != "200 401\n" {
 		t.Fatalf("execute: %v", r)
 	}

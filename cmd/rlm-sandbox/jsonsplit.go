@@ -209,3 +209,96 @@ func jsonFields(t reflect.Type) []jsonField {
 	}
 	return fields
 }
+
+// tooDeep reports whether b is a JSON object that Go's decoder refuses
+// only for its depth (json.Valid has failed on it): its members split
+// without a limit on their depth (deep ones checked by skipDeep), and
+// with them its "id" (nil when absent), whether it has a "method", and
+// the method's name when it is a string.
+func tooDeep(b []byte) (id json.RawMessage, hasMethod bool, method string, ok bool) {
+	i := skipSpace(b, 0)
+	if i == len(b) || b[i] != '{' {
+		return nil, false, "", false
+	}
+	deep := false
+	i = skipSpace(b, i+1)
+	for i < len(b) && b[i] != '}' {
+		if b[i] != '"' {
+			return nil, false, "", false
+		}
+		end, err := jsonvalue.SkipString(b, i)
+		if err != nil {
+			return nil, false, "", false
+		}
+		var name string
+		if json.Unmarshal(b[i:end], &name) != nil {
+			return nil, false, "", false
+		}
+		if i = skipSpace(b, end); i == len(b) || b[i] != ':' {
+			return nil, false, "", false
+		}
+		start := skipSpace(b, i+1)
+		if i, err = skipDeep(b, start); err != nil {
+			return nil, false, "", false
+		}
+		v := b[start:i]
+		if !json.Valid(v) {
+			deep = true
+		}
+		switch name {
+		case "id":
+			id = v
+		case "method":
+			hasMethod = true
+			json.Unmarshal(v, &method)
+		}
+		switch i = skipSpace(b, i); {
+		case i < len(b) && b[i] == ',':
+			i = skipSpace(b, i+1)
+		case i < len(b) && b[i] == '}':
+		default:
+			return nil, false, "", false
+		}
+	}
+	if i == len(b) || trailing(b, i+1) != nil {
+		return nil, false, "", false
+	}
+	return id, hasMethod, method, deep
+}
+
+// skipDeep returns the end of the JSON value at b[i], like skipValue but
+// at any depth, counting brackets in a loop rather than recursing. It
+// checks the value's strings and brackets, not the rest of its syntax.
+func skipDeep(b []byte, i int) (int, error) {
+	var open []byte
+	for {
+		if i == len(b) {
+			return i, errors.New("unexpected end of JSON")
+		}
+		switch c := b[i]; c {
+		case '"':
+			end, err := jsonvalue.SkipString(b, i)
+			if err != nil {
+				return i, err
+			}
+			i = end
+		case '{', '[':
+			open = append(open, c)
+			i++
+		case '}', ']':
+			if len(open) == 0 || (c == '}') != (open[len(open)-1] == '{') {
+				return i, errors.New("unbalanced brackets")
+			}
+			open = open[:len(open)-1]
+			i++
+		default:
+			if len(open) == 0 {
+				return skipValue(b, i, 0) // a scalar
+			}
+			i++
+		}
+		if len(open) == 0 {
+			return i, nil
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"maps"
+	"strings"
 	"testing"
 )
 
@@ -40,4 +41,27 @@ func FuzzSplitObject(f *testing.F) {
 			t.Fatalf("%q: got %q, want %q", b, got, want)
 		}
 	})
+}
+
+func TestTooDeep(t *testing.T) {
+	deep := strings.Repeat("[", 10_001) + strings.Repeat("]", 10_001)
+	for _, c := range []struct {
+		line      string
+		id        string
+		hasMethod bool
+		ok        bool
+	}{
+		{`{"jsonrpc":"2.0","id":7,"method":"create","params":{"context":` + deep + `}}`, "7", true, true},
+		{`{"jsonrpc":"2.0","id":"b1","error":{"code":1,"message":"m","data":` + deep + `}}`, `"b1"`, false, true},
+		{`{"method":"x","params":` + deep + `}`, "", true, true},
+		{`{"id":7,"method":"create","params":{"context":[1]}}`, "", false, false},            // not too deep
+		{`{"id":7,"method":"create","params":` + deep[:len(deep)-1] + `}`, "", false, false}, // not JSON
+		{`{"id":7 "method":"create","params":` + deep + `}`, "", false, false},
+		{`[` + deep + `]`, "", false, false},
+	} {
+		id, hasMethod, _, ok := tooDeep([]byte(c.line))
+		if ok != c.ok || (ok && (string(id) != c.id || hasMethod != c.hasMethod)) {
+			t.Errorf("%.60s: id %s, method %v, ok %v; want %s %v %v", c.line, id, hasMethod, ok, c.id, c.hasMethod, c.ok)
+		}
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rlm-sandbox/rlm-sandbox/internal/jsonvalue"
 	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
 )
 
@@ -328,6 +329,10 @@ type replyFunc func(response any)
 // handleLine handles one line: a message or a batch of them.
 func (s *server) handleLine(line []byte) {
 	if !json.Valid(line) {
+		if id, hasMethod, method, ok := tooDeep(line); ok {
+			s.deepMessage(id, hasMethod, method)
+			return
+		}
 		s.send(errorResponse{"2.0", nullID, newRPCError(codeParseError, "parse_error", "not valid JSON")})
 		return
 	}
@@ -349,6 +354,31 @@ func (s *server) handleLine(line []byte) {
 }
 
 var nullID = json.RawMessage("null")
+
+// deepMessage answers a message nested past what Go's JSON decoder takes
+// (10,000 levels), which is valid JSON: by its id, as a request whose
+// parameters nest past 200 levels is, and, for the answer to a bridge
+// call, by failing that call (read as not JSON, it was answered with id
+// null, and the call waited for ever).
+func (s *server) deepMessage(id json.RawMessage, hasMethod bool, method string) {
+	err := &jsonvalue.DepthError{Max: jsonvalue.MaxDepth}
+	if method == "create" {
+		s.mu.Lock()
+		s.created++ // every create takes the next id, whatever becomes of it (see create)
+		s.mu.Unlock()
+	}
+	if !hasMethod {
+		if call, name := s.answered(id); call != nil {
+			s.routeAnswer(call, name, &message{ID: id}, err, func() replyFunc { return func(r any) { s.send(r) } })
+			return
+		}
+		id = nullID // a response's id is the server's
+	}
+	if id == nil {
+		return // a notification
+	}
+	s.send(errorResponse{"2.0", id, newRPCError(codeInvalidParams, "invalid_params", "%v", err)})
+}
 
 // handleMessage handles one message; newReply is called once for each
 // message that needs a response.
