@@ -2,8 +2,11 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
+
+	"github.com/rlm-sandbox/rlm-sandbox/runtime"
 )
 
 // Pool keeps sandboxes started ahead of use. Get hands out one whose
@@ -85,6 +88,11 @@ func (p *Pool) start() (backend, bool) {
 			return b, true
 		}
 		if p.ctx.Err() != nil {
+			return nil, false
+		}
+		if errors.Is(err, runtime.ErrMemoryLimit) {
+			// The configuration: no retry can start one. Get says why.
+			p.cfg.Logger.Warn("pool: cannot start a sandbox; not retrying", "err", err)
 			return nil, false
 		}
 		delay = min(max(2*delay, time.Second), time.Minute)

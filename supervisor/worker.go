@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -73,8 +74,9 @@ type workerSandbox struct {
 	dead       error
 	closed     bool
 
-	exited chan struct{} // closed once the process has been reaped
-	exit   error         // how it ended; read after exited is closed
+	exited  chan struct{} // closed once the process has been reaped
+	logTail *logTail      // the last lines of its stderr
+	exit    error         // how it ended; read after exited is closed
 	// oomKills reads the count of out-of-memory kills in the worker's
 	// memory cgroup (see oomCounter; nil: none), which was oomBase before
 	// it started; killing says whether the supervisor killed it: a SIGKILL
@@ -289,6 +291,7 @@ func startWorker(ctx context.Context, cfg Config, wc workerCommand, ns bool, ref
 		outputs:  map[uint64]*execStreams{},
 		asked:    map[uint64]struct{}{},
 		exited:   make(chan struct{}),
+		logTail:  &logTail{},
 		oomKills: oomKills,
 		oomBase:  oomBase,
 	}
@@ -360,6 +363,7 @@ func (s *workerSandbox) pumpLogs(r io.Reader) {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
+		s.logTail.add(line)
 		if strings.HasPrefix(line, compileNotice) {
 			s.compiling()
 		}
@@ -370,6 +374,36 @@ func (s *workerSandbox) pumpLogs(r io.Reader) {
 		}
 	}
 	_, _ = io.Copy(io.Discard, r)
+}
+
+// logTail keeps the last lines a worker wrote on its stderr, for the
+// error of a worker that exits while it starts (a wrong binary's usage
+// message): Config.Logger, which has them all, discards by default.
+type logTail struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (t *logTail) add(line string) {
+	if len(line) > 300 {
+		line = line[:300] + "…"
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.lines) == 3 {
+		t.lines = append(t.lines[:0], t.lines[1:]...)
+	}
+	t.lines = append(t.lines, line)
+}
+
+// String is the lines kept, quoted, or "" for none.
+func (t *logTail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.lines) == 0 {
+		return ""
+	}
+	return strconv.Quote(strings.Join(t.lines, "\n"))
 }
 
 func (s *workerSandbox) failPending() {

@@ -75,10 +75,14 @@ func (s *workerSandbox) readHello(ctx context.Context) (ipc.Message, error) {
 		<-s.exited
 		s.page.Close()
 		s.stdout.Close()
-		if s.exit == nil {
-			return m, fmt.Errorf("%w: rlm-worker exited during start-up with status 0; its output went to Config.Logger", ErrWorkerUnavailable)
+		output := "its output went to Config.Logger"
+		if tail := s.logTail.String(); tail != "" {
+			output = "it wrote " + tail + " (all of it went to Config.Logger)"
 		}
-		return m, fmt.Errorf("%w: rlm-worker exited during start-up (%w); its output went to Config.Logger", ErrWorkerUnavailable, s.exit)
+		if s.exit == nil {
+			return m, fmt.Errorf("%w: rlm-worker exited during start-up with status 0; %s", ErrWorkerUnavailable, output)
+		}
+		return m, fmt.Errorf("%w: rlm-worker exited during start-up (%w); %s", ErrWorkerUnavailable, s.exit, output)
 	}
 	s.kill()
 	return m, fmt.Errorf("%w: %w: first frame: %v (a worker writes only the protocol on its stdout: "+

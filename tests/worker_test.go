@@ -708,6 +708,16 @@ func TestWorkerWrapperChild(t *testing.T) {
 		}
 		waitGone(t, []int{readPid()}, 10*time.Second)
 	})
+	// A binary that exits at once (not an rlm-worker: a usage message):
+	// the error quotes what it wrote, which the default Config.Logger
+	// discards.
+	t.Run("exits at once", func(t *testing.T) {
+		wrapper := script("usage.sh", "echo 'line one' >&2\necho 'unknown flag: --cache' >&2\nexit 2\n")
+		_, err := supervisor.New(ctx, supervisor.Config{UseWorker: supervisor.WorkerAlways, WorkerPath: wrapper})
+		if !errors.Is(err, supervisor.ErrWorkerUnavailable) || !strings.Contains(err.Error(), `"line one\nunknown flag: --cache"`) {
+			t.Fatalf("New returned %v, want ErrWorkerUnavailable quoting what the binary wrote", err)
+		}
+	})
 	// Its context ending first: the error says that starting a sandbox
 	// was cancelled (it said "execution canceled").
 	t.Run("New canceled", func(t *testing.T) {
