@@ -107,3 +107,17 @@ func TestCLIExecJSONWhenNothingRuns(t *testing.T) {
 		})
 	}
 }
+
+// TestCLIExecJSONInvalidUTF8: output bytes that are not UTF-8 are
+// replaced as Python's decoder replaces them, one U+FFFD per maximal
+// ill-formed part (encoding/json wrote one per byte).
+func TestCLIExecJSONInvalidUTF8(t *testing.T) {
+	out, errOut, code := runCLI(t, "", "exec", "--json", "-c", `import sys; sys.stdout.buffer.write(b"B\xe2\x82\n\xff\xfeC\n"); sys.stdout.flush()`)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	const want = "B\ufffd\n\ufffd\ufffdC\n" // as b"...".decode("utf-8", "replace") gives it
+	if recs := jsonRecords(t, out); len(recs) != 1 || recs[0]["stdout"] != want {
+		t.Fatalf("records %v, want stdout %q", recs, want)
+	}
+}

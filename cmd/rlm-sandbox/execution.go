@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/rlm-sandbox/rlm-sandbox/internal/pytext"
 	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
 )
 
@@ -28,8 +29,11 @@ type execution struct {
 // executionResult converts what Execute returned.
 func executionResult(ce *supervisor.CodeExecution, err error) *execution {
 	r := &execution{
-		Stdout:           ce.Stdout,
-		Stderr:           ce.Stderr,
+		// Bytes that are not UTF-8 (sys.stdout.buffer.write) as Python's
+		// decoder replaces them: one U+FFFD per maximal ill-formed part,
+		// not one per byte as encoding/json writes them.
+		Stdout:           pytext.Replace(ce.Stdout),
+		Stderr:           pytext.Replace(ce.Stderr),
 		Error:            nullable(ce.Error),
 		ErrorType:        nullable(ce.ErrorType),
 		Traceback:        nullable(ce.Traceback),

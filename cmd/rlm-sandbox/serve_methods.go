@@ -9,6 +9,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/rlm-sandbox/rlm-sandbox/internal/pytext"
 	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
 )
 
@@ -462,10 +463,10 @@ func (s *server) sandboxConfig(e *sandboxEntry, p createParams, bridges map[stri
 	cfg.UseWorker = s.workerMode(p.Direct)
 	if p.Stream {
 		cfg.OnStdout = func(line string) {
-			s.send(outRequest{JSONRPC: "2.0", Method: "output", Params: outputParams{e.id, "stdout", line}})
+			s.send(outRequest{JSONRPC: "2.0", Method: "output", Params: outputParams{e.id, "stdout", pytext.Replace(line)}})
 		}
 		cfg.OnStderr = func(line string) {
-			s.send(outRequest{JSONRPC: "2.0", Method: "output", Params: outputParams{e.id, "stderr", line}})
+			s.send(outRequest{JSONRPC: "2.0", Method: "output", Params: outputParams{e.id, "stderr", pytext.Replace(line)}})
 		}
 	}
 	cfg.OnLLMQuery = func(ctx context.Context, prompt string) (string, error) {
