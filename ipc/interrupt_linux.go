@@ -58,6 +58,9 @@ func NewPage() (*Page, error) {
 // newPageFrom sizes a fresh file to one page and maps it.
 func newPageFrom(f *os.File) (*Page, error) {
 	if err := f.Truncate(int64(os.Getpagesize())); err != nil {
+		if errors.Is(err, unix.EFBIG) {
+			return nil, fmt.Errorf("ipc: size interrupt page: %w: the file size limit (ulimit -f, RLIMIT_FSIZE) is under one page, %d bytes", err, os.Getpagesize())
+		}
 		return nil, fmt.Errorf("ipc: size interrupt page: %w", err)
 	}
 	return mapPage(f)

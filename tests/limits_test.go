@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 	osexec "os/exec"
@@ -111,5 +112,17 @@ func TestLowDescriptorLimit(t *testing.T) {
 	}
 	if !strings.Contains(hardening, "rlimits") || strings.Contains(string(out), "rlimits:") {
 		t.Fatalf("the rlimits layer is not reported applied:\n%s", out)
+	}
+}
+
+// A file size limit under one page stops the worker's interrupt page (a
+// file of one page): the command says so, and what to do (its hint said
+// to build rlm-worker, which was there).
+func TestLowFileSizeLimit(t *testing.T) {
+	cmd := osexec.Command("bash", "-c", `ulimit -f 3 && exec "$0" exec --require-worker -c 'print(1)'`, cliBin(t))
+	out, err := cmd.CombinedOutput()
+	var ee *osexec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 || !strings.Contains(string(out), "raise the file size limit (ulimit -f)") || strings.Contains(string(out), "make build") {
+		t.Fatalf("exec under ulimit -f 3: %v\n%s", err, out)
 	}
 }

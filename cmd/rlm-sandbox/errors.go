@@ -153,6 +153,9 @@ func hint(err error) string {
 			return "the machine or container ran out of memory and the kernel killed the sandbox's worker as it started; " +
 				"free memory, or give the sandbox a --memory-limit below what is free"
 		}
+		if strings.Contains(err.Error(), "ulimit -f") {
+			return "raise the file size limit (ulimit -f) to at least 4 KiB: the worker's interrupt page is a file of one page"
+		}
 		if strings.Contains(err.Error(), "exited during start-up") {
 			return "rlm-worker started and exited: run with -v to see what it printed; a process limit (ulimit -u), " +
 				"a memory limit or a missing cache can stop it; --direct runs in-process instead (without the worker's lock-down)"

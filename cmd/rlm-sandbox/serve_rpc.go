@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
@@ -166,6 +167,9 @@ func serveHint(err error) string {
 		if errors.Is(err, supervisor.ErrOutOfMemory) {
 			return "the machine or container ran out of memory and the kernel killed the sandbox's worker; " +
 				"give sandboxes a memory_limit below the memory that is free, so that the code's allocations raise MemoryError instead"
+		}
+		if errorKind(err) == kindWorkerUnavailable && strings.Contains(err.Error(), "ulimit -f") {
+			return hint(err)
 		}
 		if errorKind(err) == kindWorkerUnavailable {
 			return "build rlm-worker (`make build`) and keep it next to rlm-sandbox or on $PATH, " +
