@@ -67,7 +67,9 @@ type Sandbox interface {
 	// SetVariable binds a global of __main__ to a Go value, under the same
 	// limits as GetVariable (the value it replaces may run its __del__), as
 	// Initialize does. name must be one Python code can use: an identifier
-	// (str.isidentifier) that is not a keyword, else ErrInvalidName.
+	// (str.isidentifier) that is not a keyword, else ErrInvalidName. As
+	// in code, it names the variable of its NFKC form (Python's parser
+	// reads identifiers so: "ｘ" is x); so does GetVariable's.
 	SetVariable(ctx context.Context, name string, value any) error
 	// Cancel interrupts the running Execute, GetVariable or SetVariable
 	// (KeyboardInterrupt; killed after the grace period if it does not
