@@ -254,6 +254,13 @@ class ScriptedRLMTest(unittest.TestCase):
                 interp.execute("pass", {"deep": deep})
             self.assertIn("nested too deeply", str(cm.exception))
             self.assertEqual(interp.execute("print(6 * 7)"), "42\n")
+            # A value the server takes only as JSON text (a NaN) holding
+            # one that text cannot carry (an int past 4,300 digits): the
+            # ValueError escaped too.
+            with self.assertRaises(CodeInterpreterError) as cm:
+                interp.execute("pass", {"mixed": {"n": float("nan"), "big": 10**5000}})
+            self.assertIn("cannot be passed", str(cm.exception))
+            self.assertEqual(interp.execute("print(6 * 7)"), "42\n")
 
     def test_killed_sandbox_ends_the_session(self):
         with RLMSandboxInterpreter(binary=BIN, timeout=0.3) as interp:

@@ -275,6 +275,34 @@ class SandboxTest(unittest.TestCase):
             sb.restart()
             self.assertEqual(sb.execute("print(1)").stdout, "1\n")
 
+    @unittest.skipUnless(hasattr(os, "fork"), "no fork here")
+    def test_close_after_a_fork(self):
+        # A child forked while the client lives (os.fork, multiprocessing's
+        # fork start method) held the server's standard input open, so the
+        # server never saw its end and close() waited out close_timeout
+        # (then SIGTERM). The child's copy goes to /dev/null now.
+        client = Client(BIN, close_timeout=600)
+        sb = client.create("x")
+        self.assertEqual(sb.execute("print(context)").stdout, "x\n")
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: wait until the parent is done, then go
+            try:
+                os.close(w)
+                os.read(r, 1)
+            finally:
+                os._exit(0)
+        os.close(r)
+        try:
+            closer = threading.Thread(target=client.close)
+            closer.start()
+            closer.join(120)
+            self.assertFalse(closer.is_alive(), "close() waits for the forked child")
+        finally:
+            os.close(w)
+            os.waitpid(pid, 0)
+            closer.join()
+
     def test_callbacks_see_the_callers_contextvars(self):
         var = contextvars.ContextVar("var", default="unset")
 

@@ -18,6 +18,7 @@ import shutil
 import socket
 import subprocess
 import threading
+import weakref
 from typing import Iterator, Sequence
 
 try:
@@ -68,6 +69,34 @@ class Transport:
         return ""
 
 
+# The servers this process started, for _after_fork.
+_servers: "weakref.WeakSet[StdioTransport]" = weakref.WeakSet()
+
+
+def _after_fork() -> None:
+    """In a forked child (os.fork, multiprocessing's fork start method):
+    its copy of each server's standard input goes to /dev/null. While the
+    child held it open, the server never saw its end, and the parent's
+    close() waited out its timeout. Not closed: the file object would close
+    the number again later, whatever it then is."""
+    for t in list(_servers):
+        try:
+            fd = t.proc.stdin.fileno()
+        except (AttributeError, OSError, ValueError):
+            continue
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, fd)
+        except OSError:
+            pass
+        finally:
+            os.close(null)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 class StdioTransport(Transport):
     """Starts `rlm-sandbox serve --stdio` and talks over its stdin/stdout.
 
@@ -89,6 +118,7 @@ class StdioTransport(Transport):
         except OSError as e:
             raise SandboxError(None, "start_failed", "could not start %s: %s" % (command[0], e)) from e
         self.pid = self.proc.pid
+        _servers.add(self)
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=20)
         self._stderr_thread = threading.Thread(target=self._drain_stderr, name="rlm-sandbox-stderr", daemon=True)
         self._stderr_thread.start()

@@ -305,7 +305,7 @@ class RLMSandboxInterpreter:
                 self._bind_all(sb, variables)
             except RecursionError:
                 raise CodeInterpreterError(
-                    "a variable is nested too deeply to pass to the sandbox (past about 1,000 levels)"
+                    "a variable is nested too deeply to pass to the sandbox (past what Python's recursion limit allows)"
                 ) from None
             r = sb.execute(code, interactive=True, _sending=self._sending_code)
             if r.error_type == _FINAL_EXC:
@@ -432,7 +432,12 @@ class RLMSandboxInterpreter:
             # interpreter passes on), or a value nested deeper than the
             # server takes (200 levels): sent as JSON text, which Python's
             # json reads back (float('nan') and float('inf') included).
-            sb.set_variable(_JSON_VAR, json.dumps(value, ensure_ascii=False))
+            try:
+                text = json.dumps(value, ensure_ascii=False)
+            except ValueError as e:  # an int past Python's 4,300 digits, say
+                _, _, CodeInterpreterError = _dspy_types()
+                raise CodeInterpreterError("variable %s cannot be passed to the sandbox: %s" % (name, e)) from None
+            sb.set_variable(_JSON_VAR, text)
             r = sb.execute("%s = _rlm_sandbox_json.loads(%s)\ndel %s" % (name, _JSON_VAR, _JSON_VAR))
             if r.error is not None:
                 raise SandboxError(None, "setup", "binding variable %s failed: %s" % (name, r.error))
