@@ -163,7 +163,7 @@ func (in *Interpreter) exec(ctx context.Context, code string, interactive bool, 
 		in.reserveSpent.Store(true)
 	case in.host.MemoryRefused() != refused:
 		if !in.reserveSpent.Load() {
-			_, err := in.request(ctx, spendRequest, Output{})
+			_, err := in.request(context.WithoutCancel(ctx), spendRequest, Output{}) // also after an interrupted cell
 			var re *RequestError
 			if err == nil || errors.As(err, &re) { // even a MemoryError serving it lets go
 				in.reserveSpent.Store(true)

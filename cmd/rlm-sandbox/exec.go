@@ -297,7 +297,7 @@ func runBlocks(parent context.Context, ios *iostreams, o *execOptions) error {
 		// exit() and sys.exit() end the run, as in a Python script, with
 		// the status CPython would give; so does os._exit, which also ends
 		// the interpreter.
-		status, message, exited := systemExit(ce)
+		status, exitText, exited := systemExit(ce)
 		exited = exited && err == nil
 		osStatus, osExited := processExit(err)
 		if ce != nil {
@@ -335,8 +335,8 @@ func runBlocks(parent context.Context, ios *iostreams, o *execOptions) error {
 		case err != nil:
 			return fmt.Errorf("%s: %w", o.sources[i].name, orInterrupted(ctx, err))
 		case exited:
-			if message != "" && !o.json {
-				io.WriteString(ios.ErrOut, message)
+			if !o.json {
+				io.WriteString(ios.ErrOut, exitText)
 			}
 			return exitStatus(status)
 		case ce.ErrorType == "KeyboardInterrupt":

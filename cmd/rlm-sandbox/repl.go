@@ -231,8 +231,8 @@ wait:
 		}
 	}
 	// exit() and sys.exit() end the session with CPython's status.
-	if status, message, ok := systemExit(res.ce); ok && res.err == nil {
-		io.WriteString(r.ios.ErrOut, message)
+	if status, exitText, ok := systemExit(res.ce); ok && res.err == nil {
+		io.WriteString(r.ios.ErrOut, exitText)
 		if status != 0 {
 			return exitStatus(status)
 		}
