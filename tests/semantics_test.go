@@ -437,3 +437,40 @@ func TestImportFromWorkingDirectory(t *testing.T) {
 		}
 	})
 }
+
+// TestFileMmap: a regular file can be mapped (mmap.mmap of a file raised
+// OSError ENODEV), writes through a shared map reach the file, and
+// SQLite's WAL mode, which maps its shared-memory file, works (every
+// write after "pragma journal_mode=wal" failed with "disk I/O error").
+func TestFileMmap(t *testing.T) {
+	code := `import mmap, sqlite3
+with open('m.bin', 'wb') as f:
+    f.write(b'hello world')
+with open('m.bin', 'r+b') as f:
+    m = mmap.mmap(f.fileno(), 0)
+    print(m[:5])
+    m[0:5] = b'HELLO'
+    m.close()
+print(open('m.bin', 'rb').read())
+with open('m.bin', 'rb') as f:
+    m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    print(m.find(b'world'), len(m))
+    m.close()
+c = sqlite3.connect('w.db')
+print(c.execute('pragma journal_mode=wal').fetchone())
+c.execute('create table t(a)')
+c.execute('insert into t values (1), (2)')
+c.commit()
+c2 = sqlite3.connect('w.db')
+print(c2.execute('select sum(a) from t').fetchone())
+c.execute('insert into t values (3)')
+c.commit()
+print(c2.execute('select sum(a) from t').fetchone())`
+	want := "b'hello'\nb'HELLO world'\n6 11\n('wal',)\n(3,)\n(6,)\n"
+	forEachMode(t, func(t *testing.T, m mode) {
+		sb := newSandbox(t, m, supervisor.Config{}, "")
+		if ce := exec(t, sb, code); ce.Error != "" || ce.Stdout != want {
+			t.Fatalf("got %q (%s), want %q", ce.Stdout, ce.Traceback, want)
+		}
+	})
+}

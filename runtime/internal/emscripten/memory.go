@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 
+	"github.com/rlm-sandbox/rlm-sandbox/runtime/internal/vfs"
 	"github.com/tetratelabs/wazero/api"
 )
 
@@ -216,12 +217,134 @@ func (h *Host) getHeapMax(_ context.Context, _ api.Module, stack []uint64) {
 	stack[0] = uint64(uint32(h.maxMemory()))
 }
 
-// _mmap_js(len, prot, flags, fd, offset, allocatedPtr, addrPtr): file-backed
-// mmap is not offered; musl falls back to malloc for anonymous maps without
-// calling this.
-func (h *Host) mmapJS(_ context.Context, _ api.Module, stack []uint64) {
-	stack[0] = ret32(-int32(ENODEV))
+// Protection and mapping flags of mmap, as musl has them.
+const (
+	protWrite   = 2
+	mapPrivate  = 2
+	mmapAlign   = 65536 // as the glue's mmapAlloc aligns
+	mmapMaxSize = 1 << 31
+)
+
+// _mmap_js(len, prot, flags, fd, offset, allocatedPtr, addrPtr): maps a
+// regular file as Emscripten's MEMFS does: into memory the guest
+// allocates (memalign, as the glue's mmapAlloc), filled with the file's
+// bytes from offset; libc frees it at munmap, which writes a shared,
+// writable map back (_munmap_js, _msync_js). Maps of one file do not
+// share memory, but a process's own use (CPython's mmap module, SQLite's
+// shared memory for its WAL mode) holds one map of a region at a time.
+// Anonymous maps never come here: libc allocates them itself.
+func (h *Host) mmapJS(ctx context.Context, mod api.Module, stack []uint64) {
+	length, prot, flags, fd := u32(stack[0]), i32(stack[1]), i32(stack[2]), i32(stack[3])
+	off, allocated, addr := int64(stack[4]), u32(stack[5]), u32(stack[6])
+	e, ok := h.fds.get(fd)
+	if !ok {
+		stack[0] = ret32(-int32(EBADF))
+		return
+	}
+	st, errno := e.d.s.Stat()
+	switch acc := e.d.flags & vfs.O_ACCMODE; {
+	case errno != ESUCCESS:
+		stack[0] = ret32(-int32(errno))
+		return
+	case st.Mode&vfs.S_IFMT != vfs.S_IFREG:
+		stack[0] = ret32(-int32(ENODEV))
+		return
+	case acc == vfs.O_WRONLY, prot&protWrite != 0 && flags&mapPrivate == 0 && acc != vfs.O_RDWR:
+		stack[0] = ret32(-int32(EACCES))
+		return
+	case length == 0 || off < 0:
+		stack[0] = ret32(-int32(EINVAL))
+		return
+	case length > mmapMaxSize:
+		stack[0] = ret32(-int32(vfs.ENOMEM))
+		return
+	}
+	size := (uint64(length) + mmapAlign - 1) / mmapAlign * mmapAlign
+	ptr := h.guestCall(ctx, mod, "emscripten_builtin_memalign", mmapAlign, size)
+	m := memOf(mod) // after the call: the memory may have grown
+	b, ok := m.bytes(ptr, uint32(size))
+	if ptr == 0 || !ok {
+		stack[0] = ret32(-int32(vfs.ENOMEM))
+		return
+	}
+	clear(b)
+	for n := 0; n < int(length); {
+		k, errno := e.d.s.Pread(b[n:length], off+int64(n))
+		if errno != ESUCCESS {
+			h.guestCall(ctx, mod, "emscripten_builtin_free", uint64(ptr))
+			stack[0] = ret32(-int32(errno))
+			return
+		}
+		if k == 0 {
+			break // the rest of the map is past the end of the file: zeros
+		}
+		n += k
+	}
+	if !m.put32(allocated, 1) || !m.put32(addr, ptr) {
+		h.guestCall(ctx, mod, "emscripten_builtin_free", uint64(ptr))
+		stack[0] = ret32(-int32(EFAULT))
+		return
+	}
+	stack[0] = 0
 }
 
-func (h *Host) munmapJS(_ context.Context, _ api.Module, stack []uint64) { stack[0] = 0 }
-func (h *Host) msyncJS(_ context.Context, _ api.Module, stack []uint64)  { stack[0] = 0 }
+// _munmap_js(addr, len, prot, flags, fd, offset): a writable map is
+// written back, as msync does; libc frees the memory after.
+func (h *Host) munmapJS(ctx context.Context, mod api.Module, stack []uint64) {
+	if i32(stack[2])&protWrite == 0 {
+		stack[0] = 0
+		return
+	}
+	h.msyncJS(ctx, mod, stack)
+}
+
+// _msync_js(addr, len, prot, flags, fd, offset): writes a shared map back
+// to its file, up to the file's end (the part of a map past it is not
+// the file's, as on Linux).
+func (h *Host) msyncJS(_ context.Context, mod api.Module, stack []uint64) {
+	addr, length, flags, fd := u32(stack[0]), u32(stack[1]), i32(stack[3]), i32(stack[4])
+	off := int64(stack[5])
+	if flags&mapPrivate != 0 {
+		stack[0] = 0
+		return
+	}
+	e, ok := h.fds.get(fd)
+	if !ok {
+		stack[0] = ret32(-int32(EBADF))
+		return
+	}
+	st, errno := e.d.s.Stat()
+	if errno != ESUCCESS {
+		stack[0] = ret32(-int32(errno))
+		return
+	}
+	if st.Mode&vfs.S_IFMT != vfs.S_IFREG {
+		stack[0] = ret32(-int32(ENODEV))
+		return
+	}
+	n := min(int64(length), max(0, int64(st.Size)-off))
+	b, ok := memOf(mod).bytes(addr, uint32(n))
+	if !ok {
+		stack[0] = ret32(-int32(EFAULT))
+		return
+	}
+	if _, errno := e.d.s.Pwrite(b, off); errno != ESUCCESS {
+		stack[0] = ret32(-int32(errno))
+		return
+	}
+	stack[0] = 0
+}
+
+// guestCall calls the guest's exported function name from an import (as
+// the glue's JavaScript calls malloc); 0 when it fails.
+func (h *Host) guestCall(ctx context.Context, mod api.Module, name string, args ...uint64) uint32 {
+	f := mod.ExportedFunction(name)
+	if f == nil {
+		return 0
+	}
+	res, err := f.Call(ctx, args...)
+	if err != nil || len(res) != 1 {
+		return 0
+	}
+	return uint32(res[0])
+}

@@ -688,15 +688,7 @@ func (h *Host) addrinfo(ctx context.Context, mod api.Module, resp uint32, a sock
 // guestMalloc calls the guest's malloc, from an import (as the glue's
 // JavaScript does); 0 when it fails.
 func (h *Host) guestMalloc(ctx context.Context, mod api.Module, n uint32) uint32 {
-	f := mod.ExportedFunction("malloc")
-	if f == nil {
-		return 0
-	}
-	res, err := f.Call(ctx, uint64(n))
-	if err != nil || len(res) != 1 {
-		return 0
-	}
-	return uint32(res[0])
+	return h.guestCall(ctx, mod, "malloc", uint64(n))
 }
 
 func (h *Host) getnameinfo(_ context.Context, _ api.Module, stack []uint64) {
