@@ -72,14 +72,8 @@ func (s *server) dispatch(m *message, done doneFunc) {
 			return newCreateResult(e.id, sb.Info()), nil
 		})
 	case "cancel", "destroy":
-		var p sandboxParam
-		if err := decodeParams(m.Params, &p); err != nil {
-			done(nil, err)
-			return
-		}
-		e, err := s.lookup(p.Sandbox)
-		if err != nil {
-			done(nil, err)
+		e := s.entry(m.Params, done)
+		if e == nil {
 			return
 		}
 		if m.Method == "destroy" {
@@ -294,6 +288,22 @@ func variableError(err error) error {
 	return re
 }
 
+// entry is the sandbox that the parameters raw of a request answered at
+// once name, or nil when done has been called with the error.
+func (s *server) entry(raw json.RawMessage, done doneFunc) *sandboxEntry {
+	var p sandboxParam
+	if err := decodeParams(raw, &p); err != nil {
+		done(nil, err)
+		return nil
+	}
+	e, err := s.lookup(p.Sandbox)
+	if err != nil {
+		done(nil, err)
+		return nil
+	}
+	return e
+}
+
 // stats answers at once, without waiting for the requests before it on
 // the sandbox (a monitor asks while a long execute runs: the supervisor's
 // Stats does not wait for the code either), unless the sandbox's create
@@ -310,13 +320,8 @@ func (s *server) stats(raw json.RawMessage, done doneFunc) {
 			Executions: st.Executions, UptimeMS: millis(st.Uptime),
 		}, nil
 	}
-	if err := decodeParams(raw, &p); err != nil {
-		done(nil, err)
-		return
-	}
-	e, err := s.lookup(p.Sandbox)
-	if err != nil {
-		done(nil, err)
+	e := s.entry(raw, done)
+	if e == nil {
 		return
 	}
 	sb, err := e.sandbox()
