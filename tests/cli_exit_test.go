@@ -123,6 +123,10 @@ func TestCLIProcessExit(t *testing.T) {
 		{name: "exec, status 0", args: []string{"exec", "-c", "import os; os._exit(0)", "-c", "print('not reached')"}},
 		{name: "exec, status 261", args: []string{"exec", "-c", "import os; os._exit(261)"},
 			err: "rlm-sandbox: -c: the code called os._exit(261): the Python process ended\n", code: 5},
+		// A signal's default action ends the process as os._exit(128 + n)
+		// does: the message does not say which (it said os._exit).
+		{name: "SIGTERM to itself", args: []string{"exec", "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"},
+			err: "rlm-sandbox: -c: the Python process ended with status 143: the code called os._exit(143), or sent itself signal 15 (terminated)\n", code: 143},
 	})
 	t.Run("--json", func(t *testing.T) {
 		out, errOut, code := runCLI(t, "", "exec", "--json", "-c", "import os; os._exit(5)")

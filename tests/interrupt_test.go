@@ -272,8 +272,8 @@ func TestStubbornCodeEndingAsTheGraceEnds(t *testing.T) {
 // calls nothing of the host's: list.sort of the ints longCCallSetup
 // shuffled.
 const (
-	longCCallSetup = "import random\nl = list(range(2 * 10**6))\nrandom.shuffle(l)"
-	longCCall      = "print('in C', flush=True)\nl.sort()" // the last statement: no bytecode after it takes the interrupt
+	longCCallSetup = "import random\nl = list(range(4 * 10**6))\nrandom.shuffle(l)" // seconds to sort: with half as many, a loaded machine once took the sort's length to deliver "in C"
+	longCCall      = "print('in C', flush=True)\nl.sort()"                          // the last statement: no bytecode after it takes the interrupt
 )
 
 // inLongCCall starts longCCall in sb (set up by longCCallSetup) and

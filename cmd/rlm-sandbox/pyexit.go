@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/rlm-sandbox/rlm-sandbox/supervisor"
 )
@@ -70,6 +71,11 @@ func processExit(err error) (status int, ok bool) {
 
 // processExitMessage says what happened when the code called os._exit.
 func processExitMessage(status int) string {
+	if sig := syscall.Signal(status - 128); status > 128 && status < 128+65 && sig != syscall.SIGINT {
+		// How libc ends a process a signal's default action ends, as
+		// os.kill(os.getpid(), signal.SIGTERM) does: not os._exit.
+		return fmt.Sprintf("the Python process ended with status %d: the code called os._exit(%d), or sent itself signal %d (%v)", status, status, sig, sig)
+	}
 	return fmt.Sprintf("the code called os._exit(%d): the Python process ended", status)
 }
 
