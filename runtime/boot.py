@@ -148,7 +148,11 @@ def _rlm_boot():
     def host_stream(fd):
         raw = HostFile(fd, "w" if fd else "r", closefd=False)
         raw.name = ("<stdin>", "<stdout>", "<stderr>")[fd]
-        errors = "backslashreplace" if fd == 2 else "strict"
+        # As CPython's under the sandbox's C.UTF-8 locale: a lone surrogate
+        # (os.fsdecode makes them of bytes that are not UTF-8) goes out as
+        # its byte on stdout (in a host's JSON, a U+FFFD), as \udcff on
+        # stderr; print() of one raised UnicodeEncodeError.
+        errors = "backslashreplace" if fd == 2 else "surrogateescape"
         return io.TextIOWrapper(raw, encoding="utf-8", errors=errors, write_through=fd > 0)
 
     sys.stdout = sys.__stdout__ = out0 = host_stream(1)

@@ -121,3 +121,18 @@ func TestCLIExecJSONInvalidUTF8(t *testing.T) {
 		t.Fatalf("records %v, want stdout %q", recs, want)
 	}
 }
+
+// TestCLIExecLoneSurrogate: print() of a lone surrogate (os.fsdecode makes
+// them of bytes that are not UTF-8) writes its byte, as CPython does under
+// the sandbox's C.UTF-8 locale (surrogateescape; it raised
+// UnicodeEncodeError), and --json reads it as Python's decoder does.
+func TestCLIExecLoneSurrogate(t *testing.T) {
+	code := `import os, sys; print(os.fsdecode(b"a\xffb"), sys.stdout.errors)`
+	if out, errOut, status := runCLI(t, "", "exec", "-c", code); status != 0 || out != "a\xffb surrogateescape\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", status, out, errOut)
+	}
+	out, errOut, status := runCLI(t, "", "exec", "--json", "-c", code)
+	if recs := jsonRecords(t, out); status != 0 || len(recs) != 1 || recs[0]["stdout"] != "a\ufffdb surrogateescape\n" {
+		t.Fatalf("exit %d, records %v, stderr %q", status, recs, errOut)
+	}
+}
