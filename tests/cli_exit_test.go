@@ -111,6 +111,17 @@ func TestCLIReplSystemExit(t *testing.T) {
 	})
 }
 
+// TestCLIAbortHint: after os.abort() the hint says what happened, in
+// both modes; it suggested --direct, which aborts the same way.
+func TestCLIAbortHint(t *testing.T) {
+	for _, args := range [][]string{{"exec", "-c", "import os; os.abort()"}, {"exec", "--direct", "-c", "import os; os.abort()"}} {
+		_, errOut, code := runCLI(t, "", args...)
+		if code != 3 || !strings.Contains(errOut, "hint: the sandbox's interpreter aborted (os.abort()") || strings.Contains(errOut, "--direct") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
+		}
+	}
+}
+
 // TestCLIProcessExit checks os._exit: a one-line message, not the
 // interpreter's internals, and os._exit's status; --json says that the
 // block failed.

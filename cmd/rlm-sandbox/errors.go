@@ -172,6 +172,12 @@ func hint(err error) string {
 				"let go of very deep structures a level at a time, keep sys.setrecursionlimit well below 400,000, " +
 				"and a recursion that goes through C (an lru_cache'd function, a key= function) below about 10,000 levels"
 		}
+		if strings.Contains(err.Error(), "abort() called") {
+			// The code's own doing (os.abort), or CPython's fatal error:
+			// the worker is not the cause, and --direct no remedy.
+			return "the sandbox's interpreter aborted (os.abort(), or a fatal error of CPython's) and is gone, " +
+				"and everything it held with it; code that calls os.abort() ends the same way in every mode"
+		}
 		return "the sandbox's interpreter is gone and everything it held with it; run the code again " +
 			"(with --direct if rlm-worker keeps failing)"
 	case kindTimeout:
