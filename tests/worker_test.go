@@ -460,9 +460,7 @@ func TestWorkerKilledInStubbornCallback(t *testing.T) {
 // instead of it holding the sandbox, and every later call, for ever.
 func TestIsCompleteOnAStoppedWorker(t *testing.T) {
 	sb := newSandbox(t, workerMode, supervisor.Config{GracePeriod: 200 * time.Millisecond}, "")
-	if err := syscall.Kill(sb.Info().PID, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	stopProcess(t, sb.Info().PID)
 	done := make(chan error, 1)
 	go func() {
 		_, err := sb.IsComplete(context.Background(), "x = 1")
@@ -540,9 +538,7 @@ func TestWorkerStoppedMidExecute(t *testing.T) {
 	w := newLineWaiter()
 	sb := newSandbox(t, workerMode, supervisor.Config{OnStdout: w.onLine, Timeout: 300 * time.Millisecond, GracePeriod: 200 * time.Millisecond}, "")
 	ch := startBlocking(t, sb, w, context.Background(), "while True: pass")
-	if err := syscall.Kill(sb.Info().PID, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	stopProcess(t, sb.Info().PID)
 	r := wait(t, ch)
 	if !errors.Is(r.err, supervisor.ErrTimeout) || !errors.Is(r.err, supervisor.ErrDead) || !strings.Contains(r.err.Error(), "its process was stopped") {
 		t.Fatalf("err = %v, want a timeout that killed the stopped worker, saying it was stopped", r.err)
@@ -734,4 +730,28 @@ func TestWorkerWrapperChild(t *testing.T) {
 		}
 		waitGone(t, []int{readPid()}, 10*time.Second)
 	})
+}
+
+// stopProcess stops pid (SIGSTOP) and waits until it is: the signal is
+// delivered after kill returns, and a request sent at once could be
+// answered first (an IsComplete on a "stopped" worker came back).
+func stopProcess(t *testing.T, pid int) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'T' {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d not stopped 10 s after SIGSTOP: %s", pid, b)
+		}
+		time.Sleep(time.Millisecond) // polling /proc: nothing to wait on
+	}
 }
