@@ -957,21 +957,11 @@ def _rlm_boot():
     # and widths (%10A). Such formats are written here a directive at a
     # time, as glibc writes them; the others, as musl did.
     def glibc_strftime(strftime):
-        import functools
+        import functools, re
         known = frozenset("aAbBcCdDeFgGhHIjmMnprRsStTuUVwWxXyYzZ")
         numeric = frozenset("CdGgHIjmMSsUuVWwYykle")
-
-        def special(f):
-            # Flags or a width, which musl ignores.
-            i = f.find("%")
-            while i >= 0:
-                j = i + 1
-                while f[j:j + 1] in ("-", "_", "0"):
-                    j += 1
-                if f[j:j + 1] and f[j] in "^#123456789":
-                    return True
-                i = f.find("%", j + 1 if f[j:j + 1] == "%" else j)
-            return False
+        special = re.compile(r"%[-_0]*[\^#1-9]").search  # flags or a width, which musl ignores
+        directive = re.compile(r"%([-_0^#]*)([0-9]*)[EO]?(.|$)", re.S)
 
         def one(flags, width, conv, t):
             # One directive as glibc writes it; None: glibc copies it.
@@ -999,10 +989,9 @@ def _rlm_boot():
             s = strftime(format, *t)
             if not isinstance(format, str) or "%" not in format or (s and not special(format)):
                 return s
-            import re
             tt = time.localtime() if not t else t[0] if isinstance(t[0], time.struct_time) else time.struct_time(t[0])
             out, pos = [], 0
-            for m in re.finditer(r"%([-_0^#]*)([0-9]*)[EO]?(.|$)", format, re.S):
+            for m in directive.finditer(format):
                 out.append(format[pos:m.start()])
                 pos = m.end()
                 flags, width, conv = m.groups()

@@ -162,10 +162,10 @@ func (in *Interpreter) exec(ctx context.Context, code string, interactive bool, 
 	case res.Error != nil && res.Error.Type == "MemoryError":
 		in.reserveSpent.Store(true)
 	case in.host.MemoryRefused() != refused:
+		// Also after an interrupted cell. A MemoryError serving it lets go
+		// of the reserve too, which serveLocked records.
 		if !in.reserveSpent.Load() {
-			_, err := in.request(context.WithoutCancel(ctx), spendRequest, Output{}) // also after an interrupted cell
-			var re *RequestError
-			if err == nil || errors.As(err, &re) { // even a MemoryError serving it lets go
+			if _, err := in.request(context.WithoutCancel(ctx), spendRequest, Output{}); err == nil {
 				in.reserveSpent.Store(true)
 			}
 		}

@@ -194,7 +194,7 @@ func (h *Host) resizeHeap(_ context.Context, mod api.Module, stack []uint64) {
 		}
 		size = (size + wasmPage - 1) / wasmPage * wasmPage
 		if size > max {
-			size = max / wasmPage * wasmPage
+			size = max // whole pages
 		}
 		if size <= old {
 			stack[0] = 1
@@ -236,19 +236,12 @@ const (
 func (h *Host) mmapJS(ctx context.Context, mod api.Module, stack []uint64) {
 	length, prot, flags, fd := u32(stack[0]), i32(stack[1]), i32(stack[2]), i32(stack[3])
 	off, allocated, addr := int64(stack[4]), u32(stack[5]), u32(stack[6])
-	e, ok := h.fds.get(fd)
-	if !ok {
-		stack[0] = ret32(-int32(EBADF))
-		return
-	}
-	st, errno := e.d.s.Stat()
-	switch acc := e.d.flags & vfs.O_ACCMODE; {
-	case errno != ESUCCESS:
+	e, _, errno := h.regularFile(fd)
+	if errno != ESUCCESS {
 		stack[0] = ret32(-int32(errno))
 		return
-	case st.Mode&vfs.S_IFMT != vfs.S_IFREG:
-		stack[0] = ret32(-int32(ENODEV))
-		return
+	}
+	switch acc := e.d.flags & vfs.O_ACCMODE; {
 	case acc == vfs.O_WRONLY, prot&protWrite != 0 && flags&mapPrivate == 0 && acc != vfs.O_RDWR:
 		stack[0] = ret32(-int32(EACCES))
 		return
@@ -308,21 +301,12 @@ func (h *Host) msyncJS(_ context.Context, mod api.Module, stack []uint64) {
 		stack[0] = 0
 		return
 	}
-	e, ok := h.fds.get(fd)
-	if !ok {
-		stack[0] = ret32(-int32(EBADF))
-		return
-	}
-	st, errno := e.d.s.Stat()
+	e, size, errno := h.regularFile(fd)
 	if errno != ESUCCESS {
 		stack[0] = ret32(-int32(errno))
 		return
 	}
-	if st.Mode&vfs.S_IFMT != vfs.S_IFREG {
-		stack[0] = ret32(-int32(ENODEV))
-		return
-	}
-	n := min(int64(length), max(0, int64(st.Size)-off))
+	n := min(int64(length), max(0, size-off))
 	b, ok := memOf(mod).bytes(addr, uint32(n))
 	if !ok {
 		stack[0] = ret32(-int32(EFAULT))
@@ -333,6 +317,24 @@ func (h *Host) msyncJS(_ context.Context, mod api.Module, stack []uint64) {
 		return
 	}
 	stack[0] = 0
+}
+
+// regularFile is the entry of descriptor fd and its file's size, for a
+// map: EBADF without one, ENODEV when its file is not a regular one (as
+// MEMFS maps only files).
+func (h *Host) regularFile(fd int32) (*fdEntry, int64, vfs.Errno) {
+	e, ok := h.fds.get(fd)
+	if !ok {
+		return nil, 0, EBADF
+	}
+	st, errno := e.d.s.Stat()
+	switch {
+	case errno != ESUCCESS:
+		return nil, 0, errno
+	case st.Mode&vfs.S_IFMT != vfs.S_IFREG:
+		return nil, 0, ENODEV
+	}
+	return e, int64(st.Size), ESUCCESS
 }
 
 // guestCall calls the guest's exported function name from an import (as
